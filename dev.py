@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The project's two front doors: ``python3 dev.py demo`` and ``python3 dev.py test``.
+
+Each command creates (or reuses) ``.venv`` next to this file, installs the package with
+the extras it needs whenever ``pyproject.toml`` changed, and then runs inside it. Only
+Python 3.11+ (and Java 17 for Spark) must be on the machine beforehand.
+
+Commands:
+  demo [ARGS...]   run the product's main job (``babelq demo``; ARGS go to it)
+  test [ARGS...]   lint (ruff), type-check (mypy --strict) and run the whole test suite
+  bench [NAME]     run the benchmarks under bench/ (all, or the one named)
+  babelq [ARGS...] run the babelq CLI inside the environment
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".dev-stamp"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+
+
+def _ensure_env() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit("babelq needs Python 3.11 or newer; this is " + sys.version.split()[0])
+    if not PY.exists():
+        print(f"[dev] creating virtual environment in {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    have = STAMP.read_text().strip() if STAMP.exists() else ""
+    if want != have:
+        print("[dev] installing babelq with its dev extras (first run or pyproject changed)", flush=True)
+        subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+        subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]"])
+        STAMP.write_text(want)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(VENV)
+    # Spark's Python workers must run the venv's interpreter, not whatever python3 is on PATH.
+    env.setdefault("PYSPARK_PYTHON", str(PY))
+    env.setdefault("PYSPARK_DRIVER_PYTHON", str(PY))
+    return env
+
+
+def _run(args: list[str]) -> int:
+    return subprocess.call(args, cwd=ROOT, env=_env())
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(__doc__)
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    _ensure_env()
+    if cmd == "demo":
+        return _run([str(BIN / "babelq"), "demo", *rest])
+    if cmd == "test":
+        for step in (
+            [str(PY), "-m", "ruff", "check", "src", "tests", "bench"],
+            [str(PY), "-m", "mypy"],
+        ):
+            print("[dev] " + " ".join(Path(step[0]).name if i == 0 else a for i, a in enumerate(step)), flush=True)
+            code = _run(step)
+            if code:
+                return code
+        return _run([str(PY), "-m", "pytest", *rest])
+    if cmd == "bench":
+        names = sorted(p for p in (ROOT / "bench").glob("bench_*.py") if not rest or rest[0] in p.stem)
+        code = 0
+        for path in names:
+            print(f"[dev] {path.name}", flush=True)
+            code |= _run([str(PY), str(path), *rest[1:]])
+        return code
+    if cmd == "babelq":
+        return _run([str(BIN / "babelq"), *rest])
+    print(f"unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

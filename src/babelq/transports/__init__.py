@@ -1,0 +1,59 @@
+"""Broker transports, chosen by URL.
+
+>>> from babelq.transports import open_transport
+>>> t = open_transport("memory://")
+
+Schemes: ``memory://``, ``sqlite:///path/queue.db``, ``redis://``, ``amqp://``, ``sqs://``.
+Each transport module imports its broker client lazily, so ``import babelq.transports``
+pulls in no client library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import urlsplit
+
+from babelq.errors import ConfigurationError
+from babelq.transports.base import BaseTransport, Delivery, Outgoing, Transport
+
+#: scheme -> "module:Class"
+_REGISTRY: dict[str, str] = {
+    "memory": "babelq.transports.memory:MemoryTransport",
+    "sqlite": "babelq.transports.sqlite:SQLiteTransport",
+    "redis": "babelq.transports.redis:RedisTransport",
+    "rediss": "babelq.transports.redis:RedisTransport",
+    "amqp": "babelq.transports.amqp:AMQPTransport",
+    "amqps": "babelq.transports.amqp:AMQPTransport",
+    "sqs": "babelq.transports.sqs:SQSTransport",
+}
+
+
+def transport_class(url: str) -> type[Any]:
+    """The transport class that serves ``url``'s scheme."""
+    scheme = urlsplit(url).scheme.lower()
+    target = _REGISTRY.get(scheme)
+    if target is None:
+        raise ConfigurationError(
+            f"url: unknown transport scheme {scheme!r} in {url!r}; known: {', '.join(sorted(_REGISTRY))}"
+        )
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        extra = {"rediss": "redis", "amqps": "amqp"}.get(scheme, scheme)
+        raise ConfigurationError(
+            f"url: the {scheme!r} transport needs an optional dependency: "
+            f"pip install 'babelq[{extra}]' ({exc})"
+        ) from exc
+    cls: type[Any] = getattr(module, class_name)
+    return cls
+
+
+def open_transport(url: str, **options: Any) -> Transport:
+    """Open the transport for ``url`` (options are passed to its constructor)."""
+    transport: Transport = transport_class(url).from_url(url, **options)
+    return transport
+
+
+__all__ = ["BaseTransport", "Delivery", "Outgoing", "Transport", "open_transport", "transport_class"]

@@ -1,0 +1,136 @@
+"""The transport seam: the only thing the runtime, the pipelines and Spark know about brokers.
+
+A transport moves canonical envelope bytes between a process and one broker. It never
+changes a body: what is published is what a consumer reserves, byte for byte. Native
+metadata (AMQP properties, SQS attributes...) is the binding's projection of the body,
+added on publish and exposed read-only on the :class:`Delivery`.
+
+Delivery is at-least-once. ``reserve`` hands out messages that stay owned by the caller
+until ``ack`` (done), ``release`` (put back as it was), ``retry`` (put back a new body,
+usually attempts+1, after a delay) or ``dead_letter`` (move a body to ``<queue>.dlq``). A
+reservation that is never settled (the worker was killed) comes back by itself: after the
+visibility timeout, or when the broker sees the connection drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from babelq.envelope import Envelope
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One reserved message and the broker's facts about it.
+
+    ``body`` is exactly the published bytes. ``receipt`` is the transport's private handle
+    for settling. ``delivery_count`` is how many times the broker has handed this body out,
+    this time included (1 on first delivery), when the broker knows. ``headers`` are the
+    native properties/attributes as the broker returned them.
+    """
+
+    body: bytes
+    queue: str
+    receipt: Any = None
+    delivery_count: int | None = None
+    headers: Mapping[str, Any] = field(default_factory=dict)
+    stored_at: int | None = None
+    store_host: str | None = None
+    reconcile: Callable[[int], int] | None = None
+
+    def attempts(self, body_attempts: int) -> int:
+        """The message's attempts after the binding's reconciliation (SPEC section 4)."""
+        return body_attempts if self.reconcile is None else self.reconcile(body_attempts)
+
+
+@dataclass(slots=True, frozen=True)
+class Outgoing:
+    """A body to publish, with its envelope when the caller already has it (saves a parse)."""
+
+    body: bytes
+    envelope: Envelope | None = None
+    delay_ms: int = 0
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What every broker transport provides. Queues are logical names (``orders``)."""
+
+    #: URL scheme(s) this transport is registered under, e.g. ``"redis"``.
+    scheme: str
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        """Store ``body`` on ``queue`` durably before returning (after ``delay_ms`` it is visible)."""
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        """Publish a batch using the broker's pipelining/batch API (all or raise)."""
+
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        """Reserve up to ``max_messages`` ready messages, waiting up to ``timeout`` seconds for the first."""
+
+    def ack(self, delivery: Delivery) -> None:
+        """The message is done: remove it for good."""
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Ack several reservations at once (batched where the broker allows)."""
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        """Give the reservation back unchanged (same bytes), visible again after ``delay_ms``."""
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        """Replace the reserved message by ``body`` (attempts+1), visible after ``delay_ms``."""
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        """Publish ``body`` to queue ``dlq`` and remove the reserved message."""
+
+    def size(self, queue: str) -> int:
+        """Messages waiting on ``queue`` (ready plus delayed, not counting reserved ones)."""
+
+    def purge(self, queue: str) -> None:
+        """Delete everything on ``queue`` (ready, delayed and reserved). For tests and demos."""
+
+    def close(self) -> None:
+        """Release connections. The transport is unusable afterwards."""
+
+
+class BaseTransport:
+    """Defaults built on the primitives; transports override what their broker does better."""
+
+    scheme = ""
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        raise NotImplementedError
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        for message in messages:
+            self.publish(queue, message.body, envelope=message.envelope, delay_ms=message.delay_ms)
+
+    def ack(self, delivery: Delivery) -> None:
+        raise NotImplementedError
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            self.ack(delivery)
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        self.publish(delivery.queue, body, delay_ms=delay_ms)
+        self.ack(delivery)
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        self.publish(dlq, body)
+        self.ack(delivery)
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> BaseTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,152 @@
+"""An in-process transport for tests and local runs (``memory://``).
+
+Thread-safe, with delayed delivery and a visibility timeout so reservation expiry can be
+tested without a broker. Nothing survives the process. Named instances
+(``memory://shared``) are shared within a process so a producer and a worker can meet.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+from babelq.envelope import Envelope
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
+
+
+@dataclass
+class _Queue:
+    ready: deque[tuple[int, bytes, int]] = field(default_factory=deque)  # (msg_id, body, deliveries)
+    delayed: list[tuple[float, int, bytes, int]] = field(default_factory=list)  # heap
+    reserved: dict[int, tuple[float, bytes, int]] = field(default_factory=dict)  # id -> (deadline, body, n)
+
+
+class MemoryTransport(BaseTransport):
+    """Queues in a dict, guarded by one condition variable."""
+
+    scheme = "memory"
+    _named: ClassVar[dict[str, MemoryTransport]] = {}
+    _named_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, *, visibility_timeout: float = 30.0) -> None:
+        self.visibility_timeout = visibility_timeout
+        self._queues: dict[str, _Queue] = {}
+        self._cond = threading.Condition()
+        self._ids = itertools.count(1)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryTransport:
+        parts = urlsplit(url)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        if "visibility_timeout" in query:
+            options.setdefault("visibility_timeout", float(query["visibility_timeout"]))
+        name = parts.netloc + parts.path
+        if not name:
+            return cls(**options)
+        with cls._named_lock:
+            if name not in cls._named:
+                cls._named[name] = cls(**options)
+            return cls._named[name]
+
+    def _q(self, queue: str) -> _Queue:
+        q = self._queues.get(queue)
+        if q is None:
+            q = self._queues[queue] = _Queue()
+        return q
+
+    def _put(self, queue: str, body: bytes, delay_ms: int, deliveries: int = 0) -> None:
+        q = self._q(queue)
+        msg_id = next(self._ids)
+        if delay_ms > 0:
+            heapq.heappush(q.delayed, (time.monotonic() + delay_ms / 1000, msg_id, body, deliveries))
+        else:
+            q.ready.append((msg_id, body, deliveries))
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        with self._cond:
+            self._put(queue, bytes(body), delay_ms)
+            self._cond.notify_all()
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        with self._cond:
+            for message in messages:
+                self._put(queue, bytes(message.body), message.delay_ms)
+            self._cond.notify_all()
+
+    def _promote(self, q: _Queue, now: float) -> None:
+        while q.delayed and q.delayed[0][0] <= now:
+            _, msg_id, body, n = heapq.heappop(q.delayed)
+            q.ready.append((msg_id, body, n))
+        expired = [k for k, (deadline, _, _) in q.reserved.items() if deadline <= now]
+        for msg_id in expired:
+            _, body, n = q.reserved.pop(msg_id)
+            q.ready.appendleft((msg_id, body, n))
+
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        end = time.monotonic() + timeout
+        with self._cond:
+            q = self._q(queue)
+            while True:
+                now = time.monotonic()
+                self._promote(q, now)
+                if q.ready or now >= end:
+                    break
+                wait = end - now
+                if q.delayed:
+                    wait = min(wait, max(q.delayed[0][0] - now, 0.001))
+                self._cond.wait(min(wait, 0.05))
+            out: list[Delivery] = []
+            while q.ready and len(out) < max_messages:
+                msg_id, body, n = q.ready.popleft()
+                q.reserved[msg_id] = (now + self.visibility_timeout, body, n + 1)
+                out.append(Delivery(body=body, queue=queue, receipt=msg_id, delivery_count=n + 1))
+            return out
+
+    def ack(self, delivery: Delivery) -> None:
+        with self._cond:
+            self._q(delivery.queue).reserved.pop(delivery.receipt, None)
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        with self._cond:
+            q = self._q(delivery.queue)
+            held = q.reserved.pop(delivery.receipt, None)
+            if held is None:
+                return
+            self._put(delivery.queue, held[1], delay_ms, held[2])
+            self._cond.notify_all()
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        with self._cond:
+            self._q(delivery.queue).reserved.pop(delivery.receipt, None)
+            self._put(delivery.queue, bytes(body), delay_ms)
+            self._cond.notify_all()
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        with self._cond:
+            self._q(delivery.queue).reserved.pop(delivery.receipt, None)
+            self._put(dlq, bytes(body), 0)
+            self._cond.notify_all()
+
+    def size(self, queue: str) -> int:
+        with self._cond:
+            q = self._q(queue)
+            return len(q.ready) + len(q.delayed)
+
+    def purge(self, queue: str) -> None:
+        with self._cond:
+            self._queues.pop(queue, None)
+
+    def peek_all(self, queue: str) -> list[bytes]:
+        """Bodies waiting on ``queue`` (ready then delayed), for tests."""
+        with self._cond:
+            q = self._q(queue)
+            return [b for _, b, _ in q.ready] + [b for _, _, b, _ in sorted(q.delayed)]
