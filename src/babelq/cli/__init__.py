@@ -1,0 +1,1 @@
+"""The ``babelq`` command line (entry point :func:`babelq.cli.main.main`)."""

@@ -1,0 +1,29 @@
+"""Per-URN JSON Schemas of ``data`` (SPEC section 9).
+
+A :class:`SchemaRegistry` maps a URN to the JSON Schema of its ``data``; validation uses
+the maintained ``jsonschema`` library (Draft 7 and 2020-12, chosen by ``$schema``),
+imported only when a schema is first compiled (``pip install 'babelq[schema]'``).
+Validation is opt-in: a URN without a registered schema validates as-is.
+
+>>> from babelq.schema import SchemaRegistry
+>>> reg = SchemaRegistry()
+>>> reg.register("urn:babel:orders:created", {"type": "object", "required": ["order_id"]})
+>>> reg.validate("urn:babel:orders:created", {})
+["$: 'order_id' is a required property"]
+
+:func:`sensitive_paths` lists the fields a schema marks ``"x-gdpr-sensitive": true``.
+"""
+
+from babelq.schema.registry import SchemaRegistry, default_registry, validate
+from babelq.schema.sensitive import SENSITIVE_KEYWORD, sensitive_paths
+from babelq.schema.validation import compile_schema, validate_data
+
+__all__ = [
+    "SENSITIVE_KEYWORD",
+    "SchemaRegistry",
+    "compile_schema",
+    "default_registry",
+    "sensitive_paths",
+    "validate",
+    "validate_data",
+]

@@ -1,0 +1,131 @@
+"""The URN -> data schema registry.
+
+Schemas come from code (:meth:`SchemaRegistry.register`) or from JSON files
+(:meth:`SchemaRegistry.load`). A file holds either one schema or a mapping of several:
+
+- a mapping whose every key starts with ``urn:`` registers each value under its key;
+- a single schema is registered under its ``x-babel-urn`` keyword, else under the file
+  name without ``.json`` / ``.schema.json`` when that starts with ``urn:``
+  (``urn:babel:orders:created.schema.json``).
+
+A directory loads every ``*.json`` file in it (sorted, not recursive). Validators are
+compiled once per URN, on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from babelq.errors import ConfigurationError
+from babelq.schema.validation import compile_schema, errors_of
+
+URN_KEYWORD: Final = "x-babel-urn"
+
+
+def _urn_from_name(path: Path) -> str | None:
+    name = path.name
+    for suffix in (".schema.json", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name if name.startswith("urn:") else None
+
+
+class SchemaRegistry:
+    """URN -> JSON Schema of ``data``, with cached compiled validators (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[str, Mapping[str, Any] | bool] = {}
+        self._compiled: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def register(self, urn: str, schema: Mapping[str, Any] | bool) -> None:
+        """Register (or replace) the schema of ``urn``'s data; raises if the schema is invalid."""
+        if type(urn) is not str or not urn:
+            raise ConfigurationError(f"urn must be a non-empty string, got {urn!r}")
+        compiled = compile_schema(schema)
+        with self._lock:
+            self._schemas[urn] = schema
+            self._compiled[urn] = compiled
+
+    def load(self, path: str | Path) -> list[str]:
+        """Load a schema file or a directory of them; returns the URNs registered."""
+        target = Path(path)
+        if target.is_dir():
+            urns: list[str] = []
+            for child in sorted(target.glob("*.json")):
+                urns.extend(self.load_file(child))
+            return urns
+        return self.load_file(target)
+
+    def load_file(self, path: str | Path) -> list[str]:
+        """Load one JSON file (one schema or a URN -> schema mapping); returns the URNs registered."""
+        target = Path(path)
+        try:
+            content = json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigurationError(f"cannot read schema file {target}: {exc}") from None
+        if not isinstance(content, dict):
+            raise ConfigurationError(f"{target}: a schema file must hold a JSON object")
+        if content and all(key.startswith("urn:") for key in content):
+            for urn, schema in content.items():
+                self._register_from(target, urn, schema)
+            return list(content)
+        urn = content.get(URN_KEYWORD)
+        if not isinstance(urn, str) or not urn:
+            urn = _urn_from_name(target)
+        if urn is None:
+            raise ConfigurationError(
+                f"{target}: no URN for this schema; add \"{URN_KEYWORD}\": \"urn:babel:...\" "
+                "or name the file after the URN"
+            )
+        self._register_from(target, urn, content)
+        return [urn]
+
+    def _register_from(self, source: Path, urn: str, schema: Any) -> None:
+        try:
+            self.register(urn, schema)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{source}: {urn}: {exc}") from None
+
+    def get(self, urn: str) -> Mapping[str, Any] | bool | None:
+        """The schema registered for ``urn``, or None."""
+        return self._schemas.get(urn)
+
+    def __contains__(self, urn: object) -> bool:
+        return urn in self._schemas
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._schemas))
+
+    def __len__(self) -> int:
+        return len(self._schemas)
+
+    def validate(self, urn: str, data: Any, *, required: bool = False) -> list[str]:
+        """Errors of ``data`` against ``urn``'s schema; ``[]`` when valid.
+
+        A URN without a schema validates (``[]``) unless ``required`` is set, in which case
+        that absence is the one error.
+        """
+        compiled = self._compiled.get(urn)
+        if compiled is None:
+            return [f"$: no schema is registered for {urn!r}"] if required else []
+        return errors_of(compiled, data)
+
+    def is_valid(self, urn: str, data: Any) -> bool:
+        return not self.validate(urn, data)
+
+
+#: The process-wide registry used by :func:`validate` when none is passed.
+default_registry: Final = SchemaRegistry()
+
+
+def validate(
+    urn: str, data: Any, *, registry: SchemaRegistry | None = None, required: bool = False
+) -> list[str]:
+    """Errors of ``data`` against the schema registered for ``urn`` (default registry unless given)."""
+    return (default_registry if registry is None else registry).validate(urn, data, required=required)
