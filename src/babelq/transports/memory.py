@@ -106,9 +106,12 @@ class MemoryTransport(BaseTransport):
                 self._cond.wait(min(wait, 0.05))
             out: list[Delivery] = []
             while q.ready and len(out) < max_messages:
-                msg_id, body, n = q.ready.popleft()
-                q.reserved[msg_id] = (now + self.visibility_timeout, body, n + 1)
-                out.append(Delivery(body=body, queue=queue, receipt=msg_id, delivery_count=n + 1))
+                _, body, n = q.ready.popleft()
+                # A fresh id per reservation: a late settle of an expired, re-reserved message
+                # must not touch the newer reservation.
+                lease = next(self._ids)
+                q.reserved[lease] = (now + self.visibility_timeout, body, n + 1)
+                out.append(Delivery(body=body, queue=queue, receipt=lease, delivery_count=n + 1))
             return out
 
     def ack(self, delivery: Delivery) -> None:
@@ -124,15 +127,21 @@ class MemoryTransport(BaseTransport):
             self._put(delivery.queue, held[1], delay_ms, held[2])
             self._cond.notify_all()
 
+    # Settling is gated on the reservation still being held: once it expired (and may have
+    # been handed to another worker) the message will be delivered again, so a late retry or
+    # dead-letter must not add a second copy.
+
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         with self._cond:
-            self._q(delivery.queue).reserved.pop(delivery.receipt, None)
+            if self._q(delivery.queue).reserved.pop(delivery.receipt, None) is None:
+                return
             self._put(delivery.queue, bytes(body), delay_ms)
             self._cond.notify_all()
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         with self._cond:
-            self._q(delivery.queue).reserved.pop(delivery.receipt, None)
+            if self._q(delivery.queue).reserved.pop(delivery.receipt, None) is None:
+                return
             self._put(dlq, bytes(body), 0)
             self._cond.notify_all()
 

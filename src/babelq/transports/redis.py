@@ -1,0 +1,465 @@
+"""The Redis transport (``redis://host:6379/0``, ``rediss://`` for TLS): the reliable-queue pattern.
+
+Why it looks like this: SPEC section 4 fixes the wire (the list element is the envelope, byte
+for byte, RPUSH to produce, consume from the head) and asks that a killed worker's messages
+come back. Every state change is one Lua script, so it is atomic and costs one round trip
+whatever the batch size: that is what makes batch reserve/ack fast.
+
+* publish: ``RPUSH`` (a batch is one ``RPUSH`` of many values); a delayed body goes to the
+  ``:delayed`` sorted set instead and is promoted to the tail of the list when due.
+* reserve: one script promotes due delayed bodies, sweeps lapsed reservations back to the
+  head of the list, then pops up to N bodies into ``:processing`` and writes one deadline
+  member ``<token>:<body>`` per reservation into ``:processing:deadlines``.
+* ack / release / retry / dead-letter: one script per call (per batch for ``ack_many``), gated
+  on the reservation's deadline member: a worker whose reservation lapsed and was taken by
+  another worker changes nothing. ``LREM ... 1 <body>`` removes exactly one copy; since each
+  live reservation has exactly one copy in ``:processing``, identical bodies stay correct.
+* ``reserve(timeout=...)`` blocks with ``BLMOVE <list> <list> RIGHT RIGHT`` (which moves the
+  tail element onto the tail: the list is unchanged), so it wakes as soon as anything is
+  pushed, then reserves with the script. Nothing is ever held outside the scripts.
+
+Key layout and interop with the ``babelqueue`` SDK: :mod:`babelq.bindings.redis`. Times come
+from the Redis server's clock (``TIME``) so workers on different hosts agree.
+
+Options (keyword arguments, or the URL query: ``redis://h/0?prefix=app:&visibility_timeout=60``):
+``prefix`` (key prefix, default none), ``visibility_timeout`` (seconds, default 30),
+``poll_interval`` (longest single block while waiting, default 0.5 s: bounds how late a
+delayed body published by someone else is noticed), ``sweep_limit`` (most delayed/lapsed
+members moved per reserve, default 1000). Other query parameters go to redis-py.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, keys_for, member
+from babelq.envelope import Envelope
+from babelq.errors import ConfigurationError
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.commands.core import Script
+
+log = logging.getLogger(__name__)
+
+_BODY_AT = TOKEN_LENGTH + 2  # Lua index of the first body byte in "<token>:<body>"
+_RPUSH_CHUNK = 5000
+# Lua's unpack() takes at most ~8000 values: scripts get at most this many messages per call.
+_SCRIPT_BATCH = 1000
+_COUNTS_TTL = 86_400  # seconds
+
+# KEYS: ready, processing, deadlines, delayed, deliveries
+# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s)
+# -> {bodies, delivery counts, token prefix echo, ms until the next due/lapse or -1}
+_RESERVE = f"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local limit = tonumber(ARGV[4])
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
+if #due > 0 then
+  for _, m in ipairs(due) do
+    redis.call('RPUSH', KEYS[1], string.sub(m, {_BODY_AT}))
+  end
+  redis.call('ZREM', KEYS[4], unpack(due))
+end
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
+if #lapsed > 0 then
+  for i = #lapsed, 1, -1 do
+    local body = string.sub(lapsed[i], {_BODY_AT})
+    if redis.call('LREM', KEYS[2], 1, body) == 1 then
+      redis.call('LPUSH', KEYS[1], body)
+    end
+  end
+  redis.call('ZREM', KEYS[3], unpack(lapsed))
+end
+local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+if not bodies then
+  local wait = -1
+  for _, key in ipairs({{KEYS[3], KEYS[4]}}) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #first > 0 then
+      local ms = math.max(math.floor((tonumber(first[2]) - now) * 1000), 0)
+      if wait < 0 or ms < wait then wait = ms end
+    end
+  end
+  return {{{{}}, {{}}, wait}}
+end
+redis.call('RPUSH', KEYS[2], unpack(bodies))
+local deadline = now + tonumber(ARGV[2])
+local members = {{}}
+local digests = {{}}
+for i, body in ipairs(bodies) do
+  members[#members + 1] = deadline
+  members[#members + 1] = ARGV[3] .. string.format('%08x', i) .. ':' .. body
+  digests[i] = redis.sha1hex(body)
+end
+redis.call('ZADD', KEYS[3], unpack(members))
+local seen = redis.call('HMGET', KEYS[5], unpack(digests))
+local counts = {{}}
+local fields = {{}}
+for i, digest in ipairs(digests) do
+  local n = (tonumber(seen[i]) or 0) + 1
+  for j = 1, i - 1 do  -- identical bodies in one batch: count each hand-out
+    if digests[j] == digest then n = counts[j] + 1 end
+  end
+  counts[i] = n
+  fields[#fields + 1] = digest
+  fields[#fields + 1] = n
+end
+redis.call('HSET', KEYS[5], unpack(fields))
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
+return {{bodies, counts, 0}}
+"""
+
+# KEYS: processing, deadlines, deliveries   ARGV: reservation members -> how many were held
+_ACK = f"""
+local scores = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
+local held = {{}}
+local digests = {{}}
+for i, m in ipairs(ARGV) do
+  if scores[i] then
+    held[#held + 1] = m
+    local body = string.sub(m, {_BODY_AT})
+    redis.call('LREM', KEYS[1], 1, body)
+    digests[#digests + 1] = redis.sha1hex(body)
+  end
+end
+if #held > 0 then
+  redis.call('ZREM', KEYS[2], unpack(held))
+  redis.call('HDEL', KEYS[3], unpack(digests))
+end
+return #held
+"""
+
+# KEYS: processing, deadlines, deliveries, target list, delayed set of the target
+# ARGV: reservation member, mode (release|replace), body to put, delay (s), new token
+# release keeps the delivery count; replace (retry, dead-letter) forgets it.
+_SETTLE = f"""
+if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
+local old = string.sub(ARGV[1], {_BODY_AT})
+redis.call('LREM', KEYS[1], 1, old)
+if ARGV[2] == 'replace' then redis.call('HDEL', KEYS[3], redis.sha1hex(old)) end
+local delay = tonumber(ARGV[4])
+if delay > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  redis.call('ZADD', KEYS[5], now + delay, ARGV[5] .. ':' .. ARGV[3])
+else
+  redis.call('RPUSH', KEYS[4], ARGV[3])
+end
+return 1
+"""
+
+# KEYS: delayed   ARGV: delay (s), member, delay, member, ...
+_PUBLISH_DELAYED = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local args = {}
+for i = 1, #ARGV, 2 do
+  args[#args + 1] = now + tonumber(ARGV[i])
+  args[#args + 1] = ARGV[i + 1]
+end
+return redis.call('ZADD', KEYS[1], unpack(args))
+"""
+
+_OPTIONS: dict[str, type] = {
+    "prefix": str,
+    "visibility_timeout": float,
+    "poll_interval": float,
+    "sweep_limit": int,
+}
+
+
+def _token() -> str:
+    return secrets.token_hex(TOKEN_LENGTH // 2)
+
+
+def _seconds(delay_ms: int) -> str:
+    return repr(max(int(delay_ms), 0) / 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class _Receipt:
+    """The settle handle of one reservation: its deadline member ``<token>:<body>``."""
+
+    member: bytes
+
+
+def _reopen(url: str, options: dict[str, Any]) -> RedisTransport:
+    return RedisTransport(url, **options)
+
+
+class RedisTransport(BaseTransport):
+    """Queues as Redis lists with reservation deadlines; thread-safe (redis-py pools connections)."""
+
+    scheme = "redis"
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        client: Redis[bytes] | None = None,
+        prefix: str = "",
+        visibility_timeout: float = 30.0,
+        poll_interval: float = 0.5,
+        sweep_limit: int = 1000,
+    ) -> None:
+        if visibility_timeout <= 0:
+            raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
+        if poll_interval <= 0:
+            raise ConfigurationError(f"poll_interval: must be > 0 seconds, got {poll_interval!r}")
+        if not 1 <= sweep_limit <= _SCRIPT_BATCH * 4:
+            raise ConfigurationError(f"sweep_limit: must be in 1..{_SCRIPT_BATCH * 4}, got {sweep_limit!r}")
+        self.url = url
+        self.prefix = prefix
+        self.visibility_timeout = float(visibility_timeout)
+        self.poll_interval = float(poll_interval)
+        self.sweep_limit = int(sweep_limit)
+        self._owns_client = client is None
+        if client is None:
+            try:
+                import redis
+            except ImportError as exc:  # pragma: no cover - depends on the installation
+                raise ConfigurationError(
+                    "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
+                ) from exc
+            client = redis.Redis.from_url(url)
+        self._redis: Redis[bytes] = client
+        self._reserve_script: Script = client.register_script(_RESERVE)
+        self._ack_script: Script = client.register_script(_ACK)
+        self._settle_script: Script = client.register_script(_SETTLE)
+        self._delayed_script: Script = client.register_script(_PUBLISH_DELAYED)
+        # Counts of bodies that another SDK consumed are never deleted by us: let the hash
+        # expire a while after the queue's last reservation instead of growing forever.
+        self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
+        self._keys: dict[str, QueueKeys] = {}
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisTransport:
+        """Our options are taken out of the query; the rest of the URL goes to redis-py."""
+        parts = urlsplit(url)
+        passthrough: list[tuple[str, str]] = []
+        for key, raw in parse_qsl(parts.query, keep_blank_values=True):
+            convert = _OPTIONS.get(key)
+            if convert is None:
+                passthrough.append((key, raw))
+                continue
+            try:
+                options.setdefault(key, convert(raw))
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"url: option {key!r}: {raw!r} is not a valid {convert.__name__}"
+                ) from exc
+        client_url = urlunsplit(parts._replace(query=urlencode(passthrough)))
+        return cls(client_url, **options)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self._owns_client:
+            raise TypeError("a RedisTransport built around a given client cannot be pickled; pass a URL")
+        options = {
+            "prefix": self.prefix,
+            "visibility_timeout": self.visibility_timeout,
+            "poll_interval": self.poll_interval,
+            "sweep_limit": self.sweep_limit,
+        }
+        return (_reopen, (self.url, options))
+
+    def keys(self, queue: str) -> QueueKeys:
+        """The Redis keys of ``queue`` under this transport's prefix."""
+        found = self._keys.get(queue)
+        if found is None:
+            found = self._keys[queue] = keys_for(queue, self.prefix)
+        return found
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("redis transport: used after close()")
+
+    # -- publish -------------------------------------------------------------------------
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        self._check_open()
+        keys = self.keys(queue)
+        if delay_ms > 0:
+            self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), body)])
+        else:
+            self._redis.rpush(keys.ready, bytes(body))
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        self._check_open()
+        if not messages:
+            return
+        keys = self.keys(queue)
+        now = [bytes(m.body) for m in messages if m.delay_ms <= 0]
+        later: list[str | bytes] = []
+        for m in messages:
+            if m.delay_ms > 0:
+                later += [_seconds(m.delay_ms), member(_token(), m.body)]
+        pipe = self._redis.pipeline(transaction=True)
+        for start in range(0, len(now), _RPUSH_CHUNK):
+            pipe.rpush(keys.ready, *now[start : start + _RPUSH_CHUNK])
+        for start in range(0, len(later), 2 * _SCRIPT_BATCH):
+            self._delayed_script(
+                keys=[keys.delayed], args=later[start : start + 2 * _SCRIPT_BATCH], client=pipe
+            )
+        pipe.execute()
+
+    # -- reserve -------------------------------------------------------------------------
+
+    def _claim(self, queue: str, max_messages: int) -> tuple[list[Delivery], int]:
+        keys = self.keys(queue)
+        prefix = secrets.token_hex(12)  # + 8 hex digits of the index = a 32-character token
+        bodies, counts, wait_ms = self._reserve_script(
+            keys=list(keys.all()),
+            args=[
+                min(max_messages, _SCRIPT_BATCH),
+                repr(self.visibility_timeout),
+                prefix,
+                self.sweep_limit,
+                self._counts_ttl,
+            ],
+        )
+        out = [
+            Delivery(
+                body=body,
+                queue=queue,
+                receipt=_Receipt(f"{prefix}{i:08x}".encode("ascii") + b":" + body),
+                delivery_count=int(count),
+            )
+            for i, (body, count) in enumerate(zip(bodies, counts, strict=True), start=1)
+        ]
+        return out, int(wait_ms)
+
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+        end = time.monotonic() + max(timeout, 0.0)
+        ready = self.keys(queue).ready
+        while True:
+            got, wait_ms = self._claim(queue, max_messages)
+            if got:
+                return got
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return []
+            block = min(remaining, self.poll_interval)
+            if wait_ms >= 0:
+                block = min(block, max(wait_ms / 1000, 0.001))
+            # Wakes when anything is pushed; RIGHT->RIGHT on one list leaves it unchanged.
+            self._redis.blmove(ready, ready, max(block, 0.01), "RIGHT", "RIGHT")
+
+    # -- settle --------------------------------------------------------------------------
+
+    @staticmethod
+    def _member(delivery: Delivery) -> bytes:
+        receipt = delivery.receipt
+        if not isinstance(receipt, _Receipt):
+            raise ValueError(f"not a reservation of the redis transport: {receipt!r}")
+        return receipt.member
+
+    def _lost(self, delivery: Delivery, action: str) -> None:
+        log.warning(
+            "redis: %s of a reservation on %r whose deadline passed (visibility_timeout=%ss); "
+            "the message was put back and will be delivered again",
+            action,
+            delivery.queue,
+            self.visibility_timeout,
+        )
+
+    def ack(self, delivery: Delivery) -> None:
+        self.ack_many([delivery])
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        self._check_open()
+        by_queue: dict[str, dict[bytes, None]] = {}  # a dict keeps order and drops repeats
+        for delivery in deliveries:
+            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
+        for queue, held in by_queue.items():
+            members = list(held)
+            keys = self.keys(queue)
+            done = 0
+            for start in range(0, len(members), _SCRIPT_BATCH):
+                chunk = members[start : start + _SCRIPT_BATCH]
+                done += int(
+                    self._ack_script(keys=[keys.processing, keys.deadlines, keys.deliveries], args=chunk)
+                )
+            if done != len(members):
+                log.warning(
+                    "redis: ack of %d reservations on %r settled %d; the others passed their deadline "
+                    "(visibility_timeout=%ss) and will be delivered again",
+                    len(members),
+                    queue,
+                    done,
+                    self.visibility_timeout,
+                )
+
+    def _settle(
+        self, delivery: Delivery, *, mode: str, body: bytes, target: str, delay_ms: int, action: str
+    ) -> None:
+        self._check_open()
+        keys, target_keys = self.keys(delivery.queue), self.keys(target)
+        held = self._settle_script(
+            keys=[keys.processing, keys.deadlines, keys.deliveries, target_keys.ready, target_keys.delayed],
+            args=[self._member(delivery), mode, body, _seconds(delay_ms), _token()],
+        )
+        if int(held) != 1:
+            self._lost(delivery, action)
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        self._settle(
+            delivery,
+            mode="release",
+            body=delivery.body,
+            target=delivery.queue,
+            delay_ms=delay_ms,
+            action="release",
+        )
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        self._settle(
+            delivery,
+            mode="replace",
+            body=bytes(body),
+            target=delivery.queue,
+            delay_ms=delay_ms,
+            action="retry",
+        )
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        self._settle(delivery, mode="replace", body=bytes(body), target=dlq, delay_ms=0, action="dead_letter")
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def size(self, queue: str) -> int:
+        """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
+        self._check_open()
+        keys = self.keys(queue)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.llen(keys.ready)
+        pipe.zcard(keys.delayed)
+        pipe.zcount(keys.deadlines, "-inf", repr(time.time()))
+        ready, delayed, lapsed = pipe.execute()
+        return int(ready) + int(delayed) + int(lapsed)
+
+    def purge(self, queue: str) -> None:
+        self._check_open()
+        self._redis.delete(*self.keys(queue).all())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._redis.close()

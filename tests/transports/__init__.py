@@ -1,0 +1,1 @@
+"""Transport tests: the shared contract (contract.py) and one module per transport."""

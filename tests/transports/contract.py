@@ -1,0 +1,488 @@
+"""The behaviour every transport promises, written once and run against each one.
+
+A transport's test module subclasses :class:`TransportContract` and provides one fixture,
+``make_transport``: a factory ``make(*, visibility_timeout: float | None = None) -> Transport``
+whose instances all talk to the same broker/store (a second instance is "another worker", or
+"the worker restarted after a crash"), and which closes every instance it made at teardown.
+``visibility_timeout=None`` means the class's :attr:`TransportContract.visibility_timeout`.
+
+A transport that lacks a capability says so with a class attribute (``supports_delivery_count
+= False``...). The tests that need it then check the honest fallback (``delivery_count is
+None``) or skip with a reason that names the declaration, so nothing is skipped silently.
+
+    class TestSQLiteContract(TransportContract):
+        pass   # everything supported
+
+Timing: the class's ``visibility_timeout`` (seconds) must be short (1 s) so expiry tests stay
+fast; ``slack`` is extra time a broker may need to make a message visible again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from babelq.envelope import dlq_name, make
+from babelq.transports import Delivery, Outgoing, Transport
+
+FIXTURE = Path(__file__).resolve().parent.parent / "conformance" / "fixtures" / "order-created.json"
+
+MakeTransport = Callable[..., Transport]
+
+
+def _body(tag: str, i: int = 0) -> bytes:
+    return f'{{"job":"urn:babel:test:{tag}","n":{i}}}'.encode()
+
+
+class TransportContract:
+    """Contract tests; subclass and provide the ``make_transport`` fixture."""
+
+    #: reservation lease the factory configures by default (seconds)
+    visibility_timeout: ClassVar[float] = 1.0
+    #: extra seconds a broker may need before an expired/released message is visible again
+    slack: ClassVar[float] = 1.5
+    #: Delivery.delivery_count counts hand-outs (1, 2, ...); when False it must be None
+    supports_delivery_count: ClassVar[bool] = True
+    #: Delivery.stored_at is the store time in epoch ms; when False it must be None
+    supports_stored_at: ClassVar[bool] = True
+    #: publish(delay_ms=...) / release(delay_ms=...) / retry(delay_ms=...) are honoured
+    supports_delay: ClassVar[bool] = True
+    #: messages from one producer are reserved in publish order
+    supports_fifo: ClassVar[bool] = True
+    #: bodies need not be UTF-8 (a foreign producer's poison must survive byte for byte)
+    supports_binary_bodies: ClassVar[bool] = True
+    #: an empty body is a message like any other
+    supports_empty_body: ClassVar[bool] = True
+    #: reserve(max_messages=n) returns n when n are ready (not merely "up to n")
+    exact_batches: ClassVar[bool] = True
+    #: a late ack of an expired, re-reserved message leaves the newer reservation alone
+    gated_settle: ClassVar[bool] = True
+
+    # -- fixtures --------------------------------------------------------------------------
+
+    @pytest.fixture
+    def transport(self, make_transport: MakeTransport, unique_queue: str) -> Iterator[Transport]:
+        t = make_transport()
+        yield t
+        try:
+            t.purge(unique_queue)
+            t.purge(dlq_name(unique_queue))
+        except Exception:  # the test may have closed it on purpose
+            cleaner = make_transport()
+            cleaner.purge(unique_queue)
+            cleaner.purge(dlq_name(unique_queue))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _need(self, capability: str) -> None:
+        if not getattr(self, capability):
+            pytest.skip(f"{type(self).__name__} declares {capability} = False")
+
+    @staticmethod
+    def _drain(t: Transport, queue: str, want: int, *, within: float, batch: int = 10) -> list[Delivery]:
+        """Reserve until ``want`` deliveries are held or ``within`` seconds pass."""
+        got: list[Delivery] = []
+        end = time.monotonic() + within
+        while len(got) < want:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            got += t.reserve(queue, max_messages=min(batch, want - len(got)), timeout=min(left, 0.5))
+        return got
+
+    def _assert_size(self, t: Transport, queue: str, expected: int) -> None:
+        """``size`` reaches ``expected`` within ``slack`` seconds (brokers count asynchronously)."""
+        end = time.monotonic() + self.slack
+        while (actual := t.size(queue)) != expected and time.monotonic() < end:
+            time.sleep(0.05)
+        assert actual == expected, f"size({queue!r}) is {actual}, expected {expected}"
+
+    def _expiry_wait(self) -> float:
+        return self.visibility_timeout + self.slack
+
+    # -- basics ----------------------------------------------------------------------------
+
+    def test_publish_reserve_ack(self, transport: Transport, unique_queue: str) -> None:
+        body = _body("basic")
+        transport.publish(unique_queue, body)
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert delivery.body == body
+        assert delivery.queue == unique_queue
+        transport.ack(delivery)
+        self._assert_size(transport, unique_queue, 0)
+        assert transport.reserve(unique_queue, max_messages=5) == []
+
+    def test_reserve_on_empty_queue_returns_nothing(self, transport: Transport, unique_queue: str) -> None:
+        assert transport.reserve(unique_queue) == []
+        self._assert_size(transport, unique_queue, 0)
+
+    def test_first_delivery_facts(self, transport: Transport, unique_queue: str) -> None:
+        before = int(time.time() * 1000)
+        transport.publish(unique_queue, _body("facts"))
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        after = int(time.time() * 1000)
+        if self.supports_delivery_count:
+            assert delivery.delivery_count == 1
+        else:
+            assert delivery.delivery_count is None
+        if self.supports_stored_at:
+            assert delivery.stored_at is not None
+            assert before - 1000 <= delivery.stored_at <= after + 1000
+        else:
+            assert delivery.stored_at is None
+        transport.ack(delivery)
+
+    def test_close_is_idempotent(self, make_transport: MakeTransport) -> None:
+        t = make_transport()
+        t.close()
+        t.close()
+
+    # -- bytes -----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "body",
+        [
+            '{"job":"urn:babel:t:x","data":{"name":"Zoë","city":"Zürich","yen":"¥","emoji":"🚀"}}'.encode(),
+            b'{"data":{"path":"a/b","quote":"\\"","nl":"\\n","tab":"\\t"}}',
+            b'  {\n  "pretty" : true\r\n}\n',
+            "日本語のメッセージ".encode(),
+        ],
+        ids=["non-ascii", "escapes", "whitespace", "not-json"],
+    )
+    def test_body_is_byte_identical(self, transport: Transport, unique_queue: str, body: bytes) -> None:
+        transport.publish(unique_queue, body)
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert type(delivery.body) is bytes
+        assert delivery.body == body
+        transport.ack(delivery)
+
+    def test_conformance_fixture_round_trips_byte_for_byte(
+        self, transport: Transport, unique_queue: str
+    ) -> None:
+        # SPEC section 4 / conformance redis.payload_identity: produce -> reserve gives the same bytes.
+        raw = FIXTURE.read_bytes()
+        assert b"\n" in raw  # the file is pretty-printed: whitespace must survive too
+        transport.publish(unique_queue, raw)
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert delivery.body == raw
+        transport.ack(delivery)
+
+    def test_encoded_envelope_round_trips(self, transport: Transport, unique_queue: str) -> None:
+        env = make("urn:babel:orders:created", {"order_id": 7, "note": "ça/va"}, queue=unique_queue)
+        body = env.encode()
+        transport.publish(unique_queue, body, envelope=env)
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert delivery.body == body
+        transport.ack(delivery)
+
+    def test_empty_body_survives(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_empty_body")
+        transport.publish(unique_queue, b"")
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert delivery.body == b""
+        transport.ack(delivery)
+
+    def test_binary_body_survives(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_binary_bodies")
+        body = b"\xff\xfe\x00not utf-8\x80{"
+        transport.publish(unique_queue, body)
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert delivery.body == body
+        transport.ack(delivery)
+
+    # -- order and batches -----------------------------------------------------------------
+
+    def test_fifo_for_one_producer(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_fifo")
+        bodies = [_body("fifo", i) for i in range(20)]
+        for body in bodies:
+            transport.publish(unique_queue, body)
+        got = self._drain(transport, unique_queue, 20, within=5, batch=3)
+        assert [d.body for d in got] == bodies
+        transport.ack_many(got)
+
+    def test_reserve_respects_max_messages(self, transport: Transport, unique_queue: str) -> None:
+        bodies = [_body("batch", i) for i in range(7)]
+        transport.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        first = transport.reserve(unique_queue, max_messages=5, timeout=2)
+        assert 1 <= len(first) <= 5
+        if self.exact_batches:
+            assert len(first) == 5
+        rest = self._drain(transport, unique_queue, 7 - len(first), within=5, batch=5)
+        assert sorted(d.body for d in first + rest) == sorted(bodies)
+        transport.ack_many(first + rest)
+        assert transport.reserve(unique_queue, max_messages=5) == []
+
+    def test_publish_many(self, transport: Transport, unique_queue: str) -> None:
+        bodies = [_body("many", i) for i in range(50)]
+        transport.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        self._assert_size(transport, unique_queue, 50)
+        got = self._drain(transport, unique_queue, 50, within=5)
+        if self.supports_fifo:
+            assert [d.body for d in got] == bodies
+        else:
+            assert sorted(d.body for d in got) == sorted(bodies)
+        transport.ack_many(got)
+        self._assert_size(transport, unique_queue, 0)
+
+    def test_publish_many_empty_batch(self, transport: Transport, unique_queue: str) -> None:
+        transport.publish_many(unique_queue, [])
+        self._assert_size(transport, unique_queue, 0)
+
+    def test_publish_many_with_delays(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_delay")
+        transport.publish_many(unique_queue, [Outgoing(_body("now")), Outgoing(_body("later"), delay_ms=700)])
+        self._assert_size(transport, unique_queue, 2)
+        first = transport.reserve(unique_queue, max_messages=5, timeout=0.3)
+        assert [d.body for d in first] == [_body("now")]
+        later = self._drain(transport, unique_queue, 1, within=3)
+        assert [d.body for d in later] == [_body("later")]
+        transport.ack_many(first + later)
+
+    # -- settling --------------------------------------------------------------------------
+
+    def test_ack_many_removes_for_good(self, transport: Transport, unique_queue: str) -> None:
+        transport.publish_many(unique_queue, [Outgoing(_body("ackmany", i)) for i in range(10)])
+        got = self._drain(transport, unique_queue, 10, within=5)
+        assert len(got) == 10
+        transport.ack_many(got)
+        transport.ack_many([])
+        self._assert_size(transport, unique_queue, 0)
+        # acked messages must not come back when the visibility timeout passes
+        assert transport.reserve(unique_queue, max_messages=10, timeout=self._expiry_wait()) == []
+
+    def test_release_puts_back_the_same_bytes(self, transport: Transport, unique_queue: str) -> None:
+        body = _body("release")
+        transport.publish(unique_queue, body)
+        [first] = self._drain(transport, unique_queue, 1, within=3)
+        transport.release(first)
+        [again] = self._drain(transport, unique_queue, 1, within=3)
+        assert again.body == body
+        if self.supports_delivery_count:
+            assert again.delivery_count == 2
+        transport.ack(again)
+        self._assert_size(transport, unique_queue, 0)
+
+    def test_release_with_delay(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_delay")
+        transport.publish(unique_queue, _body("rdelay"))
+        [first] = self._drain(transport, unique_queue, 1, within=3)
+        released = time.monotonic()
+        transport.release(first, delay_ms=600)
+        assert transport.reserve(unique_queue, timeout=0.2) == []
+        [again] = self._drain(transport, unique_queue, 1, within=3)
+        assert time.monotonic() - released >= 0.5
+        assert again.body == _body("rdelay")
+        transport.ack(again)
+
+    def test_retry_replaces_the_body_after_the_delay(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_delay")
+        transport.publish(unique_queue, _body("retry", 0))
+        [first] = self._drain(transport, unique_queue, 1, within=3)
+        retried = time.monotonic()
+        transport.retry(first, _body("retry", 1), delay_ms=600)
+        self._assert_size(transport, unique_queue, 1)  # waiting (delayed), not lost, not doubled
+        assert transport.reserve(unique_queue, timeout=0.2) == []
+        [again] = self._drain(transport, unique_queue, 1, within=3)
+        assert time.monotonic() - retried >= 0.5
+        assert again.body == _body("retry", 1)
+        transport.ack(again)
+        assert transport.reserve(unique_queue, timeout=0.3) == []  # the old body is gone
+
+    def test_retry_without_delay(self, transport: Transport, unique_queue: str) -> None:
+        transport.publish(unique_queue, _body("retry0", 0))
+        [first] = self._drain(transport, unique_queue, 1, within=3)
+        transport.retry(first, _body("retry0", 1), delay_ms=0)
+        [again] = self._drain(transport, unique_queue, 1, within=3)
+        assert again.body == _body("retry0", 1)
+        transport.ack(again)
+        self._assert_size(transport, unique_queue, 0)
+
+    def test_dead_letter_moves_the_body_to_the_dlq(self, transport: Transport, unique_queue: str) -> None:
+        dlq = dlq_name(unique_queue)
+        assert dlq == f"{unique_queue}.dlq"
+        transport.publish(unique_queue, _body("dead"))
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        annotated = b'{"job":"urn:babel:test:dead","dead_letter":{"reason":"failed"}}'
+        transport.dead_letter(delivery, annotated, dlq=dlq)
+        self._assert_size(transport, unique_queue, 0)
+        assert transport.reserve(unique_queue, timeout=0.2) == []
+        [dead] = self._drain(transport, dlq, 1, within=3)
+        assert dead.body == annotated
+        assert dead.queue == dlq
+        transport.ack(dead)
+        # the original does not come back after its visibility timeout either
+        assert transport.reserve(unique_queue, timeout=self._expiry_wait()) == []
+
+    def test_identical_bodies_are_separate_messages(self, transport: Transport, unique_queue: str) -> None:
+        body = _body("twin")
+        for _ in range(3):
+            transport.publish(unique_queue, body)
+        held = self._drain(transport, unique_queue, 3, within=3)
+        assert [d.body for d in held] == [body] * 3
+        transport.ack(held[0])
+        transport.ack(held[1])
+        transport.release(held[2])
+        self._assert_size(transport, unique_queue, 1)
+        [last] = self._drain(transport, unique_queue, 1, within=3)
+        transport.ack(last)
+        self._assert_size(transport, unique_queue, 0)
+        assert transport.reserve(unique_queue, timeout=self._expiry_wait()) == []
+
+    # -- time ------------------------------------------------------------------------------
+
+    def test_delayed_publish_is_invisible_until_due(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_delay")
+        published = time.monotonic()
+        transport.publish(unique_queue, _body("delayed"), delay_ms=700)
+        self._assert_size(transport, unique_queue, 1)
+        assert transport.reserve(unique_queue, timeout=0.3) == []
+        [delivery] = self._drain(transport, unique_queue, 1, within=3)
+        assert time.monotonic() - published >= 0.6
+        assert delivery.body == _body("delayed")
+        transport.ack(delivery)
+
+    def test_unacked_reservation_comes_back(self, transport: Transport, unique_queue: str) -> None:
+        transport.publish(unique_queue, _body("lease"))
+        [first] = self._drain(transport, unique_queue, 1, within=3)
+        assert transport.reserve(unique_queue, timeout=0.2) == []  # held: nobody else gets it
+        self._assert_size(transport, unique_queue, 0)  # reserved messages are not "waiting"
+        [again] = self._drain(transport, unique_queue, 1, within=self._expiry_wait() + 1)
+        assert again.body == first.body
+        if self.supports_delivery_count:
+            assert first.delivery_count is not None and again.delivery_count is not None
+            assert again.delivery_count > first.delivery_count
+        transport.ack(again)
+
+    def test_crashed_consumer_loses_nothing(self, make_transport: MakeTransport, unique_queue: str) -> None:
+        producer = make_transport()
+        bodies = [_body("crash", i) for i in range(5)]
+        producer.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        crashed = make_transport()
+        held = self._drain(crashed, unique_queue, 3, within=3, batch=3)
+        assert len(held) == 3
+        crashed.close()  # never settled
+        restarted = make_transport()
+        got: list[bytes] = []
+        end = time.monotonic() + self._expiry_wait() + 2
+        while len(got) < 5 and time.monotonic() < end:
+            batch = restarted.reserve(unique_queue, max_messages=5, timeout=0.5)
+            got += [d.body for d in batch]
+            restarted.ack_many(batch)  # settle at once, as a worker does
+        assert sorted(got) == sorted(bodies)
+        self._assert_size(restarted, unique_queue, 0)
+        producer.purge(unique_queue)
+
+    def test_late_ack_leaves_the_new_reservation_alone(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        self._need("gated_settle")
+        slow, fast = make_transport(), make_transport()
+        slow.publish(unique_queue, _body("late"))
+        [stale] = self._drain(slow, unique_queue, 1, within=3)
+        [current] = self._drain(fast, unique_queue, 1, within=self._expiry_wait() + 1)
+        slow.ack(stale)  # too late: the message belongs to ``fast`` now
+        fast.release(current)
+        [again] = self._drain(fast, unique_queue, 1, within=3)
+        assert again.body == _body("late")
+        fast.ack(again)
+        fast.purge(unique_queue)
+
+    def test_reserve_timeout_waits(self, transport: Transport, unique_queue: str) -> None:
+        started = time.monotonic()
+        assert transport.reserve(unique_queue, timeout=0.5) == []
+        waited = time.monotonic() - started
+        assert 0.45 <= waited < 0.5 + self.slack
+
+    def test_reserve_returns_early_when_a_message_arrives(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        consumer, producer = make_transport(), make_transport()
+        timer = threading.Timer(0.3, producer.publish, args=(unique_queue, _body("wake")))
+        started = time.monotonic()
+        timer.start()
+        try:
+            got = consumer.reserve(unique_queue, timeout=10)
+        finally:
+            timer.join()
+        waited = time.monotonic() - started
+        assert [d.body for d in got] == [_body("wake")]
+        assert 0.25 <= waited < 2.5
+        consumer.ack(got[0])
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def test_size_and_purge(self, transport: Transport, unique_queue: str) -> None:
+        transport.publish_many(unique_queue, [Outgoing(_body("size", i)) for i in range(3)])
+        delayed = 1
+        if self.supports_delay:
+            transport.publish(unique_queue, _body("size", 9), delay_ms=60_000)
+        else:
+            transport.publish(unique_queue, _body("size", 9))
+        self._assert_size(transport, unique_queue, 3 + delayed)
+        held = transport.reserve(unique_queue, timeout=2)
+        assert len(held) == 1
+        self._assert_size(transport, unique_queue, 2 + delayed)
+        transport.purge(unique_queue)
+        self._assert_size(transport, unique_queue, 0)
+        assert transport.reserve(unique_queue, timeout=0.2) == []
+        assert transport.reserve(unique_queue, timeout=self._expiry_wait()) == []  # reserved ones too
+
+    def test_queues_are_independent(self, transport: Transport, unique_queue: str) -> None:
+        other = f"{unique_queue}-other"
+        transport.publish(unique_queue, _body("mine"))
+        transport.publish(other, _body("other"))
+        try:
+            [mine] = self._drain(transport, unique_queue, 1, within=3)
+            assert mine.body == _body("mine")
+            assert transport.reserve(unique_queue, timeout=0.1) == []
+            self._assert_size(transport, other, 1)
+            transport.ack(mine)
+        finally:
+            transport.purge(other)
+
+    # -- concurrency -----------------------------------------------------------------------
+
+    def test_concurrent_consumers_never_share_a_reservation(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        total, workers = 200, 4
+        producer = make_transport(visibility_timeout=60)
+        bodies = [_body("conc", i) for i in range(total)]
+        producer.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        consumers = [make_transport(visibility_timeout=60) for _ in range(workers)]
+        seen: list[bytes] = []
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def work(t: Transport) -> None:
+            try:
+                idle_until = time.monotonic() + 2
+                while time.monotonic() < idle_until:
+                    got = t.reserve(unique_queue, max_messages=10, timeout=0.2)
+                    if not got:
+                        with lock:
+                            if len(seen) >= total:
+                                return
+                        continue
+                    idle_until = time.monotonic() + 2
+                    with lock:
+                        seen.extend(d.body for d in got)
+                    t.ack_many(got)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(c,)) for c in consumers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert not errors, errors
+        assert len(seen) == total, "a reservation was handed out twice or a message was lost"
+        assert sorted(seen) == sorted(bodies)
+        self._assert_size(producer, unique_queue, 0)

@@ -1,0 +1,206 @@
+"""Redis-specific behaviour beyond the contract, checked against the raw keys (live Redis)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from babelq.bindings.redis import keys_for, split_member
+from babelq.errors import ConfigurationError
+from babelq.transports import Delivery, Outgoing, open_transport
+from babelq.transports.redis import RedisTransport
+from conftest import require_service
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def url() -> str:
+    host, port = require_service("redis")
+    return f"redis://{host}:{port}/0"
+
+
+@pytest.fixture
+def raw(url: str) -> Iterator[Any]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def transport(url: str, unique_queue: str) -> Iterator[RedisTransport]:
+    t = RedisTransport(url, visibility_timeout=1, poll_interval=0.1)
+    yield t
+    t.purge(unique_queue)
+    t.close()
+
+
+def test_url_options_are_ours_and_the_rest_goes_to_redis_py(url: str, unique_queue: str, raw: Any) -> None:
+    t = open_transport(f"{url}?prefix=bqtest:&visibility_timeout=7&poll_interval=0.2&socket_timeout=5")
+    try:
+        assert isinstance(t, RedisTransport)
+        assert (t.prefix, t.visibility_timeout, t.poll_interval) == ("bqtest:", 7.0, 0.2)
+        t.publish(unique_queue, b"x")
+        assert raw.lrange(f"bqtest:{unique_queue}", 0, -1) == [b"x"]
+        assert raw.exists(unique_queue) == 0
+    finally:
+        t.purge(unique_queue)
+        t.close()
+
+
+def test_bad_option_values_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        RedisTransport.from_url(f"{url}?visibility_timeout=soon")
+    with pytest.raises(ConfigurationError):
+        RedisTransport(url, visibility_timeout=0)
+
+
+def test_publish_is_a_bare_rpush_of_the_body(transport: RedisTransport, unique_queue: str, raw: Any) -> None:
+    bodies = [b'{"job":"urn:babel:t:a","n":"Zo\xc3\xab"}', b"second"]
+    transport.publish(unique_queue, bodies[0])
+    transport.publish_many(unique_queue, [Outgoing(bodies[1])])
+    assert raw.lrange(unique_queue, 0, -1) == bodies
+
+
+def test_a_foreign_producer_rpush_is_consumed(transport: RedisTransport, unique_queue: str, raw: Any) -> None:
+    raw.rpush(unique_queue, b"from-php", b"from-go")
+    got = transport.reserve(unique_queue, max_messages=5)
+    assert [d.body for d in got] == [b"from-php", b"from-go"]
+    transport.ack_many(got)
+
+
+def test_reserved_body_sits_in_processing_with_a_deadline(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    keys = keys_for(unique_queue)
+    transport.publish(unique_queue, b"held")
+    before = time.time()
+    [delivery] = transport.reserve(unique_queue)
+    assert raw.llen(keys.ready) == 0
+    assert raw.lrange(keys.processing, 0, -1) == [b"held"]
+    [(member, deadline)] = raw.zrange(keys.deadlines, 0, -1, withscores=True)
+    token, body = split_member(member)
+    assert body == b"held" and all(c in "0123456789abcdef" for c in token)
+    assert before + 0.5 < deadline < time.time() + 1.5  # epoch seconds, visibility_timeout=1
+    transport.ack(delivery)
+    assert raw.exists(keys.processing, keys.deadlines) == 0
+
+
+def test_lapsed_reservation_returns_to_the_head(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    transport.publish(unique_queue, b"first")
+    [held] = transport.reserve(unique_queue)
+    transport.publish(unique_queue, b"second")
+    time.sleep(1.1)
+    got = transport.reserve(unique_queue, max_messages=2)
+    assert [d.body for d in got] == [b"first", b"second"]
+    assert [d.delivery_count for d in got] == [2, 1]
+    transport.ack(held)  # late: changes nothing
+    assert raw.llen(keys_for(unique_queue).processing) == 2
+    transport.ack_many(got)
+    assert raw.llen(keys_for(unique_queue).processing) == 0
+
+
+def test_delayed_body_waits_in_the_delayed_set(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    keys = keys_for(unique_queue)
+    transport.publish(unique_queue, b"later", delay_ms=300)
+    assert raw.llen(keys.ready) == 0
+    [(member, _)] = raw.zrange(keys.delayed, 0, -1, withscores=True)
+    assert split_member(member)[1] == b"later"
+    [delivery] = transport.reserve(unique_queue, timeout=2)
+    assert delivery.body == b"later"
+    assert raw.zcard(keys.delayed) == 0
+    transport.ack(delivery)
+
+
+def test_acking_twice_in_one_batch_removes_one_copy(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    transport.publish_many(unique_queue, [Outgoing(b"twin"), Outgoing(b"twin")])
+    first, second = transport.reserve(unique_queue, max_messages=2)
+    assert (first.delivery_count, second.delivery_count) == (1, 2)  # counted per body digest
+    transport.ack_many([first, first])
+    assert raw.lrange(keys_for(unique_queue).processing, 0, -1) == [b"twin"]
+    transport.ack(second)
+
+
+def test_waiting_does_not_reorder_the_list(transport: RedisTransport, unique_queue: str, url: str) -> None:
+    # A waiting reserve blocks on the list itself; being woken must not change the order.
+    woken: list[bytes] = []
+    waiter = threading.Thread(
+        target=lambda: woken.extend(d.body for d in transport.reserve(unique_queue, timeout=3))
+    )
+    other = RedisTransport(url)
+    try:
+        waiter.start()
+        time.sleep(0.2)
+        other.publish_many(unique_queue, [Outgoing(b"%d" % i) for i in range(5)])
+        waiter.join(timeout=5)
+        assert woken == [b"0"]
+        rest = transport.reserve(unique_queue, max_messages=5)
+        assert [d.body for d in rest] == [b"1", b"2", b"3", b"4"]
+    finally:
+        waiter.join()
+        other.close()
+
+
+def test_pickled_transport_reconnects(transport: RedisTransport, unique_queue: str) -> None:
+    copy = pickle.loads(pickle.dumps(transport))
+    try:
+        copy.publish(unique_queue, b"x")
+        assert transport.size(unique_queue) == 1
+        assert copy.visibility_timeout == transport.visibility_timeout
+    finally:
+        copy.close()
+
+
+def test_babelqueue_sdk_and_babelq_recover_each_others_reservations(
+    url: str, unique_queue: str, transport: RedisTransport
+) -> None:
+    from babelqueue.redis_transport import RedisTransport as BabelqueueRedis
+
+    theirs = BabelqueueRedis(url, retry_after=1)
+    body = '{"job":"urn:babel:orders:created","data":{"name":"Zoë"}}'
+    try:
+        theirs.publish(unique_queue, body)
+        assert theirs.pop(unique_queue, timeout=1) is not None  # their worker "crashes"
+        [ours] = transport.reserve(unique_queue, timeout=3)
+        assert ours.body == body.encode()
+        held = transport.reserve(unique_queue, timeout=0)
+        assert held == []
+        time.sleep(1.1)  # our reservation lapses: their sweep puts it back
+        message = theirs.pop(unique_queue, timeout=2)
+        assert message is not None and message.body == body
+        theirs.ack(message)
+        transport.ack(ours)  # late: nothing left to touch
+        assert transport.size(unique_queue) == 0
+    finally:
+        theirs.close()
+
+
+def test_large_batches_are_split_under_the_script_limits(
+    transport: RedisTransport, unique_queue: str
+) -> None:
+    total = 9000
+    transport.publish_many(
+        unique_queue, [Outgoing(b"%d" % i, delay_ms=1 if i % 2 else 0) for i in range(total)]
+    )
+    time.sleep(0.05)
+    got: list[Delivery] = []
+    while len(got) < total:
+        batch = transport.reserve(unique_queue, max_messages=total, timeout=1)
+        assert 0 < len(batch) <= 1000
+        got += batch
+    assert sorted(d.body for d in got) == sorted(b"%d" % i for i in range(total))
+    transport.ack_many(got)
+    assert transport.size(unique_queue) == 0

@@ -1,0 +1,220 @@
+"""SQLite-specific behaviour beyond the contract: URLs, durability, processes, threads, pickling."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from babelq.errors import ConfigurationError
+from babelq.transports import Outgoing, open_transport
+from babelq.transports.sqlite import TABLE, SQLiteTransport
+
+
+def test_url_selects_sqlite_and_reads_options(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "q.db"
+    t = open_transport(f"sqlite://{path}?visibility_timeout=5&poll_interval=0.01&synchronous=full")
+    try:
+        assert isinstance(t, SQLiteTransport)
+        assert t.path == str(path)
+        assert path.exists()  # parent directory created, schema written
+        assert t.visibility_timeout == 5.0
+        assert t.poll_interval == 0.01
+        assert t.synchronous == "FULL"
+    finally:
+        t.close()
+
+
+def test_keyword_options_win_over_the_url(tmp_path: Path) -> None:
+    t = SQLiteTransport.from_url(f"sqlite://{tmp_path}/q.db?visibility_timeout=5", visibility_timeout=2)
+    try:
+        assert t.visibility_timeout == 2
+    finally:
+        t.close()
+
+
+def test_relative_path_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    t = SQLiteTransport.from_url("sqlite://data/q.db")
+    try:
+        assert t.path == "data/q.db"
+        assert (tmp_path / "data" / "q.db").exists()
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["sqlite://", "sqlite:///tmp/x.db?colour=blue", "sqlite:///tmp/x.db?visibility_timeout=soon"],
+)
+def test_bad_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ConfigurationError):
+        SQLiteTransport.from_url(url)
+
+
+@pytest.mark.parametrize(
+    "options", [{"visibility_timeout": 0}, {"synchronous": "sometimes"}, {"poll_interval": 0}]
+)
+def test_bad_options_are_configuration_errors(tmp_path: Path, options: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError):
+        SQLiteTransport(tmp_path / "q.db", **options)  # type: ignore[arg-type]
+
+
+def test_database_is_in_wal_mode(tmp_path: Path) -> None:
+    t = SQLiteTransport(tmp_path / "q.db")
+    t.close()
+    with sqlite3.connect(tmp_path / "q.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_messages_survive_closing_and_reopening(tmp_path: Path) -> None:
+    first = SQLiteTransport(tmp_path / "q.db")
+    first.publish_many("q", [Outgoing(b"one"), Outgoing(b"two")])
+    first.close()
+    second = SQLiteTransport(tmp_path / "q.db")
+    try:
+        got = second.reserve("q", max_messages=5)
+        assert [d.body for d in got] == [b"one", b"two"]
+        second.ack_many(got)
+    finally:
+        second.close()
+
+
+def test_body_is_stored_as_a_blob_of_the_exact_bytes(tmp_path: Path) -> None:
+    body = '{"name":"Zoë"}'.encode()
+    t = SQLiteTransport(tmp_path / "q.db")
+    t.publish("q", body)
+    t.close()
+    with sqlite3.connect(tmp_path / "q.db") as conn:
+        stored, kind = conn.execute(f"SELECT body, typeof(body) FROM {TABLE}").fetchone()
+    assert kind == "blob"
+    assert stored == body
+
+
+def test_use_after_close_is_an_error(tmp_path: Path) -> None:
+    t = SQLiteTransport(tmp_path / "q.db")
+    t.close()
+    with pytest.raises(ConfigurationError):
+        t.publish("q", b"x")
+
+
+def test_a_foreign_receipt_is_rejected(tmp_path: Path) -> None:
+    from babelq.transports import Delivery
+
+    t = SQLiteTransport(tmp_path / "q.db")
+    try:
+        with pytest.raises(ValueError):
+            t.ack(Delivery(body=b"x", queue="q", receipt=42))
+    finally:
+        t.close()
+
+
+def test_one_instance_shared_by_threads(tmp_path: Path) -> None:
+    t = SQLiteTransport(tmp_path / "q.db", visibility_timeout=60)
+    total = 400
+    t.publish_many("q", [Outgoing(b"%d" % i) for i in range(total)])
+    seen: list[bytes] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            got = t.reserve("q", max_messages=7, timeout=0.2)
+            if not got:
+                return
+            with lock:
+                seen.extend(d.body for d in got)
+            t.ack_many(got)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    t.close()
+    assert len(seen) == total
+    assert sorted(seen) == sorted(b"%d" % i for i in range(total))
+
+
+def test_pickled_transport_reopens_the_same_file(tmp_path: Path) -> None:
+    t = SQLiteTransport(tmp_path / "q.db", visibility_timeout=7)
+    t.publish("q", b"x")
+    copy = pickle.loads(pickle.dumps(t))
+    try:
+        assert isinstance(copy, SQLiteTransport)
+        assert copy is not t
+        assert copy.visibility_timeout == 7
+        [delivery] = copy.reserve("q")
+        assert delivery.body == b"x"
+        copy.ack(delivery)
+        assert t.size("q") == 0
+    finally:
+        copy.close()
+        t.close()
+
+
+def _consume_in_process(path: str, out: multiprocessing.Queue[list[bytes]]) -> None:
+    t = SQLiteTransport(path, visibility_timeout=60)
+    seen: list[bytes] = []
+    while True:
+        got = t.reserve("q", max_messages=25, timeout=0.5)
+        if not got:
+            break
+        seen.extend(d.body for d in got)
+        t.ack_many(got)
+    t.close()
+    out.put(seen)
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_several_processes_share_one_file(tmp_path: Path, start_method: str) -> None:
+    total = 3000
+    path = str(tmp_path / "q.db")
+    parent = SQLiteTransport(path)
+    parent.publish_many("q", [Outgoing(b"%d" % i) for i in range(total)])
+    ctx: Any = multiprocessing.get_context(start_method)
+    out: multiprocessing.Queue[list[bytes]] = ctx.Queue()
+    workers = [ctx.Process(target=_consume_in_process, args=(path, out)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    results = [out.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+        assert worker.exitcode == 0
+    seen = [body for result in results for body in result]
+    assert len(seen) == total, "a row was claimed by two processes, or lost"
+    assert sorted(seen) == sorted(b"%d" % i for i in range(total))
+    # the parent's connection is still usable after the fork
+    assert parent.size("q") == 0
+    parent.close()
+
+
+def _reserve_then_die(path: str) -> None:
+    t = SQLiteTransport(path, visibility_timeout=1)
+    assert len(t.reserve("q", max_messages=3)) == 3
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_process_loses_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    t = SQLiteTransport(path, visibility_timeout=1)
+    t.publish_many("q", [Outgoing(b"%d" % i) for i in range(5)])
+    victim = multiprocessing.get_context("spawn").Process(target=_reserve_then_die, args=(path,))
+    victim.start()
+    victim.join(timeout=30)
+    assert victim.exitcode == -signal.SIGKILL
+    first = t.reserve("q", max_messages=5)
+    assert [d.body for d in first] == [b"3", b"4"]  # the killed worker's three are still leased
+    t.ack_many(first)
+    again = t.reserve("q", max_messages=5, timeout=3)
+    assert sorted(d.body for d in again) == [b"0", b"1", b"2"]
+    assert all(d.delivery_count == 2 for d in again)
+    t.ack_many(again)
+    assert t.size("q") == 0
+    t.close()
