@@ -1,0 +1,348 @@
+"""The application object: publish envelopes and consume them with handlers per URN.
+
+>>> from babelq.runtime import App
+>>> app = App("memory://", queue="orders")
+>>> @app.handler("urn:babel:orders:created")
+... def created(message):
+...     print(message.data["order_id"])
+>>> _ = app.publish("urn:babel:orders:created", {"order_id": 1042})
+>>> app.run_until_empty()
+1042
+1
+
+One App talks to one transport (an object, or a URL opened with
+:func:`babelq.transports.open_transport`). It can be created unbound and bound later
+(``app.bind(url)``), which is how ``babelq worker --url ... --app module:app`` runs an
+application module against any broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from babelq.envelope import Envelope, make, now_ms
+from babelq.envelope.constants import DEFAULT_QUEUE
+from babelq.errors import ConfigurationError
+from babelq.runtime import context
+from babelq.runtime.backoff import Backoff
+from babelq.runtime.consumer import Consumer, Limits, Tuning
+from babelq.runtime.counters import Counters
+from babelq.runtime.middleware import Middleware
+from babelq.runtime.pipeline import Pipeline
+from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
+from babelq.runtime.settle import DeadLetterPolicy, SettlePolicy, Settler
+from babelq.runtime.signals import stop_on_signals
+from babelq.transports import open_transport
+from babelq.transports.base import Outgoing, Transport
+
+H = TypeVar("H", bound=Handler)
+
+logger = logging.getLogger("babelq.runtime")
+
+
+class App:
+    """Handlers per URN over one transport, with retries, dead letters and graceful shutdown.
+
+    ``max_attempts`` counts handler runs: a message whose handler failed that many times is
+    dead-lettered (reason ``failed``). ``dead_letter`` says where such messages go (``queue``
+    = ``<queue>.dlq``; ``release`` = kept on the queue with ``max_delay_ms``; ``delete``).
+    ``concurrency`` handler threads share at most ``prefetch`` reserved messages (default:
+    32, or twice the concurrency when that is more); keep ``prefetch * handler time /
+    concurrency`` well under the transport's visibility timeout.
+    """
+
+    def __init__(
+        self,
+        transport: Transport | str | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        concurrency: int = 1,
+        prefetch: int | None = None,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+        unknown_urn: UnknownURNStrategy = "fail",
+        unknown_urn_delay_ms: int = 30_000,
+        dead_letter: DeadLetterPolicy = "queue",
+        max_delay_ms: int = 900_000,
+        middleware: Sequence[Middleware] = (),
+        grace_period: float = 30.0,
+        poll_timeout: float = 1.0,
+        strict_urns: bool = False,
+        log: logging.Logger | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency: must be >= 1, got {concurrency}")
+        if prefetch is not None and prefetch < 1:
+            raise ConfigurationError(f"prefetch: must be >= 1, got {prefetch}")
+        if grace_period < 0 or poll_timeout < 0:
+            raise ConfigurationError("grace_period and poll_timeout must be >= 0")
+        self.queue = queue
+        self.log = log or logger
+        self.strict_urns = strict_urns
+        self.tuning = Tuning(
+            concurrency=concurrency,
+            prefetch=prefetch if prefetch is not None else max(32, 2 * concurrency),
+            poll_timeout=poll_timeout,
+            grace_period=grace_period,
+        )
+        self.policy = SettlePolicy(
+            max_attempts=max_attempts,
+            backoff=backoff or Backoff(),
+            dead_letter=dead_letter,
+            max_delay_ms=max_delay_ms,
+        )
+        self.counters = Counters()
+        self.router = Router(
+            unknown_urn=unknown_urn,
+            unknown_urn_delay_ms=unknown_urn_delay_ms,
+            strict_urns=strict_urns,
+            log=self.log,
+        )
+        for layer in middleware:
+            self.router.use(layer)
+        self._pipeline = Pipeline(self.router, self.counters, self.log)
+        self._transport: Transport | None = None
+        self._owns_transport = False
+        self._consumer: Consumer | None = None
+        self._stop_requested = False
+        if transport is not None:
+            self.bind(transport)
+
+    def tune(
+        self,
+        *,
+        concurrency: int | None = None,
+        prefetch: int | None = None,
+        grace_period: float | None = None,
+        poll_timeout: float | None = None,
+    ) -> App:
+        """Change consume tuning before a run (the CLI's ``--concurrency`` etc.); returns the app."""
+        if concurrency is not None and concurrency < 1:
+            raise ConfigurationError(f"concurrency: must be >= 1, got {concurrency}")
+        if prefetch is not None and prefetch < 1:
+            raise ConfigurationError(f"prefetch: must be >= 1, got {prefetch}")
+        tuning = self.tuning
+        if concurrency is not None:
+            tuning = replace(tuning, concurrency=concurrency, prefetch=max(tuning.prefetch, 2 * concurrency))
+        if prefetch is not None:
+            tuning = replace(tuning, prefetch=prefetch)
+        if grace_period is not None:
+            tuning = replace(tuning, grace_period=grace_period)
+        if poll_timeout is not None:
+            tuning = replace(tuning, poll_timeout=poll_timeout)
+        self.tuning = tuning
+        return self
+
+    # -- transport --------------------------------------------------------------------------------
+    def bind(self, transport: Transport | str) -> App:
+        """Use ``transport`` (or open the URL) from now on; returns the app."""
+        if isinstance(transport, str):
+            opened = open_transport(transport)
+            self._close_owned()
+            self._transport, self._owns_transport = opened, True
+        else:
+            self._close_owned()
+            self._transport, self._owns_transport = transport, False
+        return self
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            raise ConfigurationError(
+                "this App has no transport yet: pass one to App(...) or call app.bind(url)"
+            )
+        return self._transport
+
+    def close(self) -> None:
+        """Close the transport if the app opened it from a URL."""
+        self._close_owned()
+        self._transport = None
+
+    def _close_owned(self) -> None:
+        if self._transport is not None and self._owns_transport:
+            self._transport.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- handlers and middleware ------------------------------------------------------------------
+    def handler(self, urn: str) -> Callable[[H], H]:
+        """Decorator: ``@app.handler("urn:babel:orders:created")`` maps the URN to the function."""
+
+        def register(fn: H) -> H:
+            self.router.add(urn, fn)
+            return fn
+
+        return register
+
+    def register(self, urn: str, fn: Handler) -> None:
+        """Map ``urn`` to ``fn(message)``."""
+        self.router.add(urn, fn)
+
+    def use(self, middleware: Middleware) -> App:
+        """Add feature middleware around every handler (after those already added)."""
+        self.router.use(middleware)
+        return self
+
+    # -- producing --------------------------------------------------------------------------------
+    def _trace(self, trace_id: str | None) -> str | None:
+        if trace_id is not None:
+            return trace_id
+        current = context.current_message()
+        return current.trace_id if current is not None and current.trace_id else None
+
+    @staticmethod
+    def _delay(delay_ms: int, extensions: Mapping[str, Any]) -> int:
+        deliver_at = extensions.get("deliver_at")
+        if delay_ms == 0 and type(deliver_at) is int:
+            return max(0, deliver_at - now_ms())
+        return max(0, delay_ms)
+
+    def publish(
+        self,
+        urn: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        trace_id: str | None = None,
+        delay_ms: int = 0,
+        **extensions: Any,
+    ) -> str:
+        """Make an envelope and publish it; returns its ``meta.id``.
+
+        ``trace_id`` continues a trace; inside a handler it defaults to the inbound message's.
+        ``extensions`` are :func:`babelq.envelope.make`'s keywords (``correlation_id``,
+        ``deliver_at``, ``expire_at``, ``priority``, ``meta``...). A ``deliver_at`` without an
+        explicit ``delay_ms`` becomes the broker's native delay.
+        """
+        target = queue or self.queue
+        envelope = make(
+            urn, data, queue=target, trace_id=self._trace(trace_id), strict=self.strict_urns, **extensions
+        )
+        self.transport.publish(
+            target, envelope.encode(), envelope=envelope, delay_ms=self._delay(delay_ms, extensions)
+        )
+        return envelope.id
+
+    def send(self, envelope: Envelope, *, queue: str | None = None, delay_ms: int = 0) -> str:
+        """Publish an envelope made elsewhere (``message.child(...)``, a replay); returns its id."""
+        target = queue or envelope.queue or self.queue
+        delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
+        self.transport.publish(target, envelope.encode(), envelope=envelope, delay_ms=delay)
+        return envelope.id
+
+    def publish_many(
+        self,
+        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        *,
+        queue: str | None = None,
+        trace_id: str | None = None,
+        delay_ms: int = 0,
+        **extensions: Any,
+    ) -> list[str]:
+        """Publish ``(urn, data)`` pairs (or envelopes) to one queue in one batch; returns the ids.
+
+        Options apply to every pair; envelopes are sent as they are.
+        """
+        target = queue or self.queue
+        trace = self._trace(trace_id)
+        delay = self._delay(delay_ms, extensions)
+        batch: list[Outgoing] = []
+        for item in messages:
+            if isinstance(item, Envelope):
+                envelope = item
+                item_delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
+            else:
+                urn, data = item
+                envelope = make(
+                    urn, data, queue=target, trace_id=trace, strict=self.strict_urns, **extensions
+                )
+                item_delay = delay
+            batch.append(Outgoing(envelope.encode(), envelope, item_delay))
+        if batch:
+            self.transport.publish_many(target, batch)
+        return [out.envelope.id for out in batch if out.envelope is not None]
+
+    # -- consuming --------------------------------------------------------------------------------
+    def _consume(self, queue: str | None, limits: Limits, handle_signals: bool) -> int:
+        if self._consumer is not None:
+            raise ConfigurationError("this App is already consuming; one run at a time")
+        transport = self.transport
+        consumer = Consumer(
+            transport,
+            queue or self.queue,
+            pipeline=self._pipeline,
+            settler=Settler(transport, self.counters, self.policy, self.log),
+            counters=self.counters,
+            tuning=self.tuning,
+            log=self.log,
+        )
+        self._consumer = consumer
+        if self._stop_requested:
+            consumer.stop()
+        try:
+            if handle_signals:
+                with stop_on_signals(consumer.stop, consumer.stop_now):
+                    return consumer.run(limits)
+            return consumer.run(limits)
+        finally:
+            self._consumer = None
+            self._stop_requested = False
+
+    def run(self, *, queue: str | None = None, handle_signals: bool = True) -> int:
+        """Consume until stopped (SIGTERM/SIGINT or :meth:`stop`); returns messages processed."""
+        self.log.info(
+            "consuming %r with %d handler thread(s), prefetch %d; URNs: %s",
+            queue or self.queue, self.tuning.concurrency, self.tuning.prefetch,
+            ", ".join(self.router.urns) or "(none)",
+        )
+        return self._consume(queue, Limits(), handle_signals)
+
+    def drain(
+        self,
+        max_messages: int | None = None,
+        *,
+        queue: str | None = None,
+        timeout: float | None = None,
+        wait_delayed: bool = False,
+        handle_signals: bool = False,
+    ) -> int:
+        """Consume until the queue is empty (or ``max_messages`` processed, or ``timeout`` s passed).
+
+        For tests, batch jobs and benchmarks. ``wait_delayed`` keeps going while delayed
+        messages (retries in backoff, deferred ones) still wait on the queue. Broker errors
+        are raised, not retried. Returns how many deliveries were processed.
+        """
+        limits = Limits(
+            until_empty=True,
+            max_messages=max_messages,
+            wait_delayed=wait_delayed,
+            deadline=None if timeout is None else time.monotonic() + timeout,
+            resilient=False,
+        )
+        return self._consume(queue, limits, handle_signals)
+
+    def run_until_empty(
+        self, *, queue: str | None = None, timeout: float | None = None, wait_delayed: bool = False
+    ) -> int:
+        """:meth:`drain` without a message limit."""
+        return self.drain(queue=queue, timeout=timeout, wait_delayed=wait_delayed)
+
+    def stop(self) -> None:
+        """Ask a running :meth:`run`/:meth:`drain` to stop gracefully (thread-safe)."""
+        consumer = self._consumer
+        if consumer is None:
+            self._stop_requested = True
+        else:
+            consumer.stop()
+
+    def stats(self) -> dict[str, int]:
+        """Counter totals: received, handled, retried, dead_lettered (and by reason), poison..."""
+        return self.counters.snapshot()

@@ -1,0 +1,285 @@
+"""The fetch -> handle -> settle loops, and graceful shutdown.
+
+One thread, the *conductor*, owns the transport: it reserves messages in batches (bounded
+prefetch), settles outcomes and acks in batches. Handlers run either on the conductor itself
+(``concurrency=1``: no hand-off cost at all) or on ``concurrency`` worker threads fed through
+an in-process queue. Workers never call the broker, so transports whose clients are not
+thread-safe (AMQP channels, SQLite connections) are safe to use.
+
+At-least-once, whatever happens:
+
+* a message is acked only after its handler returned (acks are batched, never early);
+* on stop (SIGTERM/SIGINT, :meth:`Consumer.stop`, a deadline) fetching stops, messages
+  fetched but not started are released unchanged, and in-flight handlers get
+  ``grace_period`` seconds to finish and be settled;
+* on a hard kill nothing is lost: every unsettled reservation comes back through the
+  transport's visibility timeout (or connection loss) and is handled again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from queue import Empty, SimpleQueue
+
+from babelq.runtime.counters import Counters
+from babelq.runtime.outcome import FAILED, UNSTARTED, Outcome
+from babelq.runtime.pipeline import Pipeline, Processed
+from babelq.runtime.settle import Settler
+from babelq.transports.base import Delivery, Transport
+
+_FETCH_BACKOFF_MAX = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """When a run ends besides being stopped."""
+
+    until_empty: bool = False  #: when a fetch finds nothing and nothing is in flight
+    max_messages: int | None = None  #: after this many deliveries were processed
+    wait_delayed: bool = False  #: with ``until_empty``: not while delayed messages wait on the queue
+    deadline: float | None = None  #: ``time.monotonic()`` after which to stop gracefully
+    resilient: bool = True  #: survive broker errors while fetching (log, back off, go on)
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    concurrency: int = 1
+    prefetch: int = 32
+    poll_timeout: float = 1.0  #: long-poll wait of a fetch when idle
+    idle_timeout: float = 0.1  #: long-poll wait when running until empty
+    poll_interval: float = 0.05  #: how often to look for more work while handlers run
+    grace_period: float = 30.0
+
+
+class Consumer:
+    """Runs the consume loop for one queue."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        queue: str,
+        *,
+        pipeline: Pipeline,
+        settler: Settler,
+        counters: Counters,
+        tuning: Tuning,
+        log: logging.Logger,
+    ) -> None:
+        self.transport = transport
+        self.queue = queue
+        self.pipeline = pipeline
+        self.settler = settler
+        self.counters = counters
+        self.tuning = tuning
+        self.log = log
+        self._stop = threading.Event()
+        self._hard = threading.Event()
+        self._fetch_failures = 0
+
+    def stop(self) -> None:
+        """Stop fetching; in-flight handlers may finish within the grace period."""
+        self._stop.set()
+
+    def stop_now(self) -> None:
+        """Stop without waiting for in-flight handlers (their messages come back later)."""
+        self._stop.set()
+        self._hard.set()
+
+    def run(self, limits: Limits) -> int:
+        """Consume until stopped or ``limits`` say so; returns how many deliveries were processed."""
+        if self.tuning.concurrency == 1:
+            return self._run_inline(limits)
+        return self._run_threaded(limits)
+
+    # -- shared steps ---------------------------------------------------------------------------
+    def _fetch(self, want: int, timeout: float, limits: Limits) -> list[Delivery]:
+        try:
+            batch = self.transport.reserve(self.queue, max_messages=want, timeout=timeout)
+        except Exception:
+            if not limits.resilient:
+                raise
+            self.counters.incr("fetch_errors")
+            self._fetch_failures += 1
+            pause = min(_FETCH_BACKOFF_MAX, 0.1 * 2 ** min(self._fetch_failures, 10))
+            self.log.exception("reserving from %r failed; trying again in %.1f s", self.queue, pause)
+            self._stop.wait(pause)
+            return []
+        self._fetch_failures = 0
+        if batch:
+            self.counters.incr("received", len(batch))
+        return batch
+
+    def _out_of_work(self, limits: Limits) -> bool:
+        """Nothing was fetched and nothing is in flight: is the run over?"""
+        if limits.deadline is not None and time.monotonic() >= limits.deadline:
+            return True
+        if not limits.until_empty:
+            return False
+        if limits.wait_delayed:
+            return self.transport.size(self.queue) == 0
+        return True
+
+    def _past(self, limits: Limits) -> bool:
+        return limits.deadline is not None and time.monotonic() >= limits.deadline
+
+    # -- handlers on the conductor ------------------------------------------------------------
+    def _run_inline(self, limits: Limits) -> int:
+        settle, process = self.settler.settle, self.pipeline.process
+        timeout = self.tuning.idle_timeout if limits.until_empty else self.tuning.poll_timeout
+        acks: list[Delivery] = []
+        done = 0
+        try:
+            while not self._stop.is_set() and not self._past(limits):
+                want = self.tuning.prefetch
+                if limits.max_messages is not None:
+                    want = min(want, limits.max_messages - done)
+                    if want <= 0:
+                        break
+                batch = self._fetch(want, timeout, limits)
+                if not batch:
+                    if self._out_of_work(limits):
+                        break
+                    continue
+                started = 0
+                try:
+                    for delivery in batch:
+                        if self._stop.is_set():
+                            break
+                        started += 1
+                        settle(process(delivery), acks)
+                        done += 1
+                finally:  # stopped, or interrupted: give back what was never started
+                    for delivery in batch[started:]:
+                        settle(Processed.unstarted(delivery), acks)
+                self.settler.flush(acks)
+        finally:
+            self.settler.flush(acks)
+        return done
+
+    # -- handlers on worker threads -----------------------------------------------------------
+    def _work(self, work: SimpleQueue[Delivery | None], results: SimpleQueue[Processed]) -> None:
+        process, stop = self.pipeline.process, self._stop
+        while True:
+            delivery = work.get()
+            if delivery is None:
+                return
+            if stop.is_set():
+                results.put(Processed.unstarted(delivery))
+                continue
+            try:
+                results.put(process(delivery))
+            except BaseException as exc:  # never leave the conductor waiting for a result
+                self.log.error("worker thread failed on a delivery from %r: %r", self.queue, exc)
+                results.put(Processed(delivery, None, Outcome.release(1_000, FAILED)))
+
+    def _collect(self, results: SimpleQueue[Processed], acks: list[Delivery], wait: float) -> tuple[int, int]:
+        """Settle finished results (waiting up to ``wait`` s for the first); returns (settled, processed)."""
+        try:
+            item = results.get(timeout=wait) if wait > 0 else results.get_nowait()
+        except Empty:
+            return 0, 0
+        settled = processed = 0
+        limit = self.tuning.prefetch
+        while True:
+            self.settler.settle(item, acks)
+            settled += 1
+            if item.outcome.label != UNSTARTED:
+                processed += 1
+            if settled >= limit:
+                break
+            try:
+                item = results.get_nowait()
+            except Empty:
+                break
+        self.settler.flush(acks)
+        return settled, processed
+
+    def _run_threaded(self, limits: Limits) -> int:
+        tuning = self.tuning
+        work: SimpleQueue[Delivery | None] = SimpleQueue()
+        results: SimpleQueue[Processed] = SimpleQueue()
+        threads = [
+            threading.Thread(target=self._work, args=(work, results), name=f"babelq-worker-{n}", daemon=True)
+            for n in range(tuning.concurrency)
+        ]
+        for thread in threads:
+            thread.start()
+        fetch_timeout = tuning.idle_timeout if limits.until_empty else tuning.poll_timeout
+        refill = max(1, tuning.prefetch // 2)
+        acks: list[Delivery] = []
+        in_flight = fetched = done = 0
+        next_poll = 0.0
+        try:
+            while not self._stop.is_set():
+                settled, processed = self._collect(results, acks, 0)
+                in_flight -= settled
+                done += processed
+                now = time.monotonic()
+                if limits.deadline is not None and now >= limits.deadline:
+                    break
+                room = tuning.prefetch - in_flight
+                if limits.max_messages is not None:
+                    room = min(room, limits.max_messages - fetched)
+                    if room <= 0 and in_flight == 0:
+                        break
+                if room > 0 and (in_flight == 0 or (room >= refill and now >= next_poll)):
+                    batch = self._fetch(room, fetch_timeout if in_flight == 0 else 0.0, limits)
+                    if batch:
+                        for delivery in batch:
+                            work.put(delivery)
+                        in_flight += len(batch)
+                        fetched += len(batch)
+                        continue
+                    if in_flight == 0:
+                        if self._out_of_work(limits):
+                            break
+                        continue
+                    next_poll = now + tuning.poll_interval
+                settled, processed = self._collect(results, acks, tuning.poll_interval)
+                in_flight -= settled
+                done += processed
+        finally:
+            done += self._shutdown(work, results, threads, acks, in_flight)
+        return done
+
+    def _shutdown(
+        self,
+        work: SimpleQueue[Delivery | None],
+        results: SimpleQueue[Processed],
+        threads: list[threading.Thread],
+        acks: list[Delivery],
+        in_flight: int,
+    ) -> int:
+        """Release unstarted work, let in-flight handlers finish within the grace period."""
+        while True:
+            try:
+                delivery = work.get_nowait()
+            except Empty:
+                break
+            if delivery is not None:
+                self.settler.settle(Processed.unstarted(delivery), acks)
+                in_flight -= 1
+        for _ in threads:
+            work.put(None)
+        done = 0
+        deadline = time.monotonic() + self.tuning.grace_period
+        while in_flight > 0 and not self._hard.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            settled, processed = self._collect(results, acks, min(remaining, 0.1))
+            in_flight -= settled
+            done += processed
+        self.settler.flush(acks)
+        if in_flight > 0:
+            self.log.warning(
+                "stopped with %d handler(s) still running on %r; their messages will be delivered "
+                "again after the visibility timeout", in_flight, self.queue,
+            )
+        else:
+            for thread in threads:
+                thread.join(timeout=1.0)
+        return done

@@ -1,0 +1,31 @@
+"""Expired messages are dead-lettered, never handled (SPEC section 6, ``meta.expire_at``).
+
+A message whose ``meta.expire_at`` (epoch ms) has passed is stale: acting on it late can be
+worse than not acting (a payment authorisation that timed out). It goes to the dead-letter
+queue with reason ``failed`` and ``cause: "expired"`` (the three canonical reasons stay
+untouched), so it can still be inspected or redriven.
+"""
+
+from __future__ import annotations
+
+from babelq.envelope import now_ms
+from babelq.runtime.message import Message
+from babelq.runtime.middleware import Next
+from babelq.runtime.outcome import EXPIRED, Outcome
+
+
+class ExpiryMiddleware:
+    """Short-circuits messages past their ``meta.expire_at``."""
+
+    def __call__(self, message: Message, call_next: Next) -> Outcome:
+        expire_at = message.envelope.expire_at
+        if expire_at is not None:
+            now = now_ms()
+            if now >= expire_at:
+                return Outcome.dead_letter(
+                    "failed",
+                    error=f"expired: meta.expire_at {expire_at} passed {now - expire_at} ms before handling",
+                    cause="expired",
+                    label=EXPIRED,
+                )
+        return call_next(message)

@@ -1,0 +1,100 @@
+"""The consume path, top to bottom, in one place.
+
+For every delivery, in this order:
+
+1. **bytes -> envelope.** A body that is not UTF-8 JSON object is poison (``DecodeError``).
+2. **consumer rules.** A decodable body that breaks them (no URN, schema_version other than
+   1, data not an object, ...) is poison too. Poison never reaches a handler; the settler
+   dead-letters it with reason ``poison`` and the original bytes preserved exactly.
+3. **the handler's view:** a :class:`~babelq.runtime.message.Message` with the reconciled
+   attempts and the broker's delivery facts.
+4. **the built-in chain**, outermost first:
+
+   - tracing: makes the message current so every log line carries trace_id and meta.id;
+   - metrics: counts the outcome under its label;
+   - expiry: ``meta.expire_at`` passed -> dead-letter (reason ``failed``, cause ``expired``);
+   - deliver_at: ``meta.deliver_at`` ahead -> release with the remaining delay;
+   - router: the URN's own chain, or the unknown-URN strategy.
+
+5. **the URN's chain:** feature middleware (``App(middleware=...)``/``app.use``: idempotency,
+   schema, GDPR...) around the handler. Exceptions become a failed-attempt outcome.
+
+The result is a :class:`Processed` (delivery, message, outcome). Turning the outcome into
+broker calls (ack, retry with backoff, dead-letter, release) happens in
+:mod:`babelq.runtime.settle`, on the thread that owns the transport.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from babelq.envelope import decode
+from babelq.errors import DecodeError
+from babelq.runtime.counters import Counters
+from babelq.runtime.message import Message
+from babelq.runtime.middleware import Middleware, compose
+from babelq.runtime.middleware.deliver_at import DeliverAtMiddleware
+from babelq.runtime.middleware.expiry import ExpiryMiddleware
+from babelq.runtime.middleware.metrics import MetricsMiddleware
+from babelq.runtime.middleware.tracing import TracingMiddleware
+from babelq.runtime.outcome import FAILED, UNSTARTED, Outcome
+from babelq.runtime.routing import Router
+from babelq.transports.base import Delivery
+
+#: How long a delivery the runtime itself could not read waits before it is tried again.
+_REPAIR_DELAY_MS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """A delivery and the verdict on it. ``message`` is ``None`` for poison and unstarted work."""
+
+    delivery: Delivery
+    message: Message | None
+    outcome: Outcome
+
+    @classmethod
+    def unstarted(cls, delivery: Delivery) -> Processed:
+        """Fetched but never started (shutdown): give it back as it was."""
+        return cls(delivery, None, Outcome.release(0, UNSTARTED))
+
+
+class Pipeline:
+    """Classifies one delivery and runs it through the chain. Never touches the transport."""
+
+    def __init__(self, router: Router, counters: Counters, log: logging.Logger) -> None:
+        self.counters = counters
+        self._log = log
+        builtin: list[Middleware] = [
+            TracingMiddleware(log),
+            MetricsMiddleware(counters),
+            ExpiryMiddleware(),
+            DeliverAtMiddleware(),
+        ]
+        self._chain = compose(builtin, router)
+
+    def process(self, delivery: Delivery) -> Processed:
+        """The verdict on ``delivery`` (runs the handler when the message deserves it)."""
+        try:
+            envelope = decode(delivery.body)
+        except DecodeError as exc:
+            return self._poison(delivery, exc.reason)
+        problem = envelope.rejection()
+        if problem is not None:
+            return self._poison(delivery, f"rejected by the consumer rules: {problem}")
+        message: Message | None = None
+        try:
+            message = Message.of(envelope, delivery)
+            outcome = self._chain(message)
+        except Exception as exc:  # a bug below the guards; still never lose the message
+            self.counters.incr(FAILED)
+            self._log.error("consume path failed on %r: %s", delivery.queue, exc, exc_info=True)
+            if message is None:  # the transport could not reconcile attempts: put it back as it was
+                return Processed(delivery, None, Outcome.release(_REPAIR_DELAY_MS, FAILED))
+            return Processed(delivery, message, Outcome.failed(exc))
+        return Processed(delivery, message, outcome)
+
+    def _poison(self, delivery: Delivery, why: str) -> Processed:
+        self.counters.incr("poison")
+        return Processed(delivery, None, Outcome.dead_letter("poison", error=why, label="poison"))

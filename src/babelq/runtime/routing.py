@@ -1,0 +1,143 @@
+"""URN -> handler, and what to do when no handler is mapped (SPEC section 2, consumer rules).
+
+Each URN gets its own inner chain, composed once when handlers or middleware change: the
+feature middleware (idempotency, schema, GDPR...) wrapped around the handler. A message
+whose URN has no handler never reaches feature middleware; the unknown-URN strategy
+decides instead:
+
+``fail``        a failure like any other: retried with backoff, then dead-lettered
+                (reason ``failed``, ``cause: "unknown_urn"``) — for a rolling deploy where a
+                newer worker will know the URN
+``delete``      acked and logged at WARNING
+``release``     put back unchanged after a delay, for another worker of the fleet
+``dead_letter`` dead-lettered at once with reason ``unknown_urn``
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Literal, get_args
+
+from babelq.envelope import check_urn
+from babelq.errors import ConfigurationError
+from babelq.runtime.errors import PermanentError, UnknownURNError
+from babelq.runtime.message import Message
+from babelq.runtime.middleware import Middleware, Next, compose
+from babelq.runtime.outcome import FAILED, REJECTED, UNKNOWN_URN, Outcome
+
+#: A handler takes the message and returns nothing; raising means the attempt failed.
+Handler = Callable[[Message], object]
+UnknownURNStrategy = Literal["fail", "delete", "release", "dead_letter"]
+UNKNOWN_URN_STRATEGIES: tuple[str, ...] = get_args(UnknownURNStrategy)
+
+logger = logging.getLogger("babelq.runtime")
+
+
+def invoke(handler: Handler) -> Next:
+    """The innermost step: run ``handler`` and turn its exception, if any, into an outcome."""
+
+    def call(message: Message) -> Outcome:
+        try:
+            handler(message)
+        except PermanentError as exc:
+            return Outcome.dead_letter("failed", error=exc, cause=exc.cause, label=REJECTED)
+        except Exception as exc:
+            return Outcome.failed(exc, label=FAILED)
+        return Outcome.ack()
+
+    return call
+
+
+def guarded(chain: Next) -> Next:
+    """``chain`` with exceptions escaping from middleware turned into a failed attempt."""
+
+    def call(message: Message) -> Outcome:
+        try:
+            return chain(message)
+        except Exception as exc:
+            return Outcome.failed(exc, label=FAILED)
+
+    return call
+
+
+class Router:
+    """Picks the chain for a message's URN; applies the unknown-URN strategy otherwise."""
+
+    def __init__(
+        self,
+        *,
+        unknown_urn: UnknownURNStrategy = "fail",
+        unknown_urn_delay_ms: int = 30_000,
+        strict_urns: bool = False,
+        log: logging.Logger = logger,
+    ) -> None:
+        if unknown_urn not in UNKNOWN_URN_STRATEGIES:
+            raise ConfigurationError(
+                f"unknown_urn: must be one of {', '.join(UNKNOWN_URN_STRATEGIES)}, got {unknown_urn!r}"
+            )
+        self.unknown_urn = unknown_urn
+        self.unknown_urn_delay_ms = unknown_urn_delay_ms
+        self.strict_urns = strict_urns
+        self.log = log
+        self._handlers: dict[str, Handler] = {}
+        self._middleware: list[Middleware] = []
+        self._chains: dict[str, Next] = {}
+
+    # -- configuration -------------------------------------------------------------------
+    def add(self, urn: str, handler: Handler) -> None:
+        """Map ``urn`` to ``handler`` (a URN has at most one handler)."""
+        if not callable(handler):
+            raise ConfigurationError(f"handler for {urn!r}: {handler!r} is not callable")
+        if type(urn) is not str or not urn.strip():
+            raise ConfigurationError(f"handler URN must be a non-empty string, got {urn!r}")
+        check_urn(urn, strict=self.strict_urns)
+        if urn in self._handlers:
+            raise ConfigurationError(f"a handler is already registered for {urn!r}")
+        self._handlers[urn] = handler
+        self._rebuild()
+
+    def use(self, middleware: Middleware) -> None:
+        """Add feature middleware, innermost so far (it runs after those added before it)."""
+        if not callable(middleware):
+            raise ConfigurationError(f"middleware {middleware!r} is not callable")
+        self._middleware.append(middleware)
+        self._rebuild()
+
+    @property
+    def urns(self) -> Sequence[str]:
+        return tuple(self._handlers)
+
+    @property
+    def middleware(self) -> Sequence[Middleware]:
+        return tuple(self._middleware)
+
+    def _rebuild(self) -> None:
+        layers = tuple(self._middleware)
+        self._chains = {
+            urn: guarded(compose(layers, invoke(handler))) for urn, handler in self._handlers.items()
+        }
+
+    # -- consume path ----------------------------------------------------------------------
+    def __call__(self, message: Message) -> Outcome:
+        chain = self._chains.get(message.urn)
+        if chain is not None:
+            return chain(message)
+        return self._unknown(message)
+
+    def _unknown(self, message: Message) -> Outcome:
+        strategy = self.unknown_urn
+        if strategy == "fail":
+            return Outcome.failed(UnknownURNError(message.urn), cause="unknown_urn", label=UNKNOWN_URN)
+        if strategy == "release":
+            return Outcome.release(self.unknown_urn_delay_ms, UNKNOWN_URN)
+        if strategy == "dead_letter":
+            return Outcome.dead_letter(
+                "unknown_urn", error=f"no handler is registered for URN {message.urn!r}", label=UNKNOWN_URN
+            )
+        self.log.warning(
+            "deleting %s id=%s trace_id=%s: no handler for this URN (unknown_urn strategy 'delete')",
+            message.urn, message.id, message.trace_id,
+            extra={"trace_id": message.trace_id, "message_id": message.id},
+        )
+        return Outcome.ack(UNKNOWN_URN)

@@ -1,0 +1,62 @@
+"""A worker process for the crash tests (run as a script, killed by the tests).
+
+    python crash_worker.py URL QUEUE RECORD_FILE MODE CONCURRENCY SLEEP_S
+
+Handlers of ``urn:babel:crash:work`` sleep, then append ``meta.id`` to RECORD_FILE with one
+``os.write`` (atomic for a short line with O_APPEND, and durable across a SIGKILL of this
+process). ``urn:babel:crash:fail`` always raises. MODE is ``run`` (until SIGTERM) or
+``drain`` (until the queue is empty, delayed retries included).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from babelq.runtime import App, Backoff, Message
+
+WORK = "urn:babel:crash:work"
+FAIL = "urn:babel:crash:fail"
+
+
+def main() -> int:
+    url, queue, record_file, mode, concurrency, sleep_s = sys.argv[1:7]
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
+    fd = os.open(record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pause = float(sleep_s)
+    app = App(
+        url,
+        queue=queue,
+        concurrency=int(concurrency),
+        prefetch=2 * int(concurrency),
+        max_attempts=2,
+        backoff=Backoff(base_ms=50, jitter=False),
+        grace_period=10.0,
+        poll_timeout=0.2,
+    )
+
+    @app.handler(WORK)
+    def work(message: Message) -> None:
+        time.sleep(pause)
+        os.write(fd, f"{message.id}\n".encode())
+
+    @app.handler(FAIL)
+    def fail(message: Message) -> None:
+        time.sleep(pause)
+        raise RuntimeError(f"always fails ({message.attempts})")
+
+    os.write(fd, b"")
+    print("ready", flush=True)
+    if mode == "run":
+        app.run()
+    else:
+        app.run_until_empty(wait_delayed=True, timeout=60)
+    app.close()
+    os.close(fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
