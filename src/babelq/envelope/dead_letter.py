@@ -28,6 +28,13 @@ def exception_name(exc: BaseException | type[BaseException]) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
+def _text(value: str | None) -> str | None:
+    """``value`` made encodable as UTF-8 (a lone surrogate becomes a ``\\udXXX`` escape)."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def dead_letter_block(
     reason: str,
     *,
@@ -44,17 +51,23 @@ def dead_letter_block(
         raise EnvelopeError(
             "dead_letter.reason", f"must be one of {sorted(DEAD_LETTER_REASONS)}, got {reason!r}"
         )
+    if type(attempts) is not int or attempts < 0:
+        raise EnvelopeError("dead_letter.attempts", f"must be an integer >= 0, got {attempts!r}")
+    if failed_at is not None and (type(failed_at) is not int or failed_at < 0):
+        raise EnvelopeError("dead_letter.failed_at", f"must be Unix epoch milliseconds, got {failed_at!r}")
+    if type(original_queue) is not str:
+        raise EnvelopeError("dead_letter.original_queue", f"must be a string, got {original_queue!r}")
     block: dict[str, Any] = {
         "reason": reason,
-        "error": error,
-        "exception": exception,
+        "error": _text(error),
+        "exception": _text(exception),
         "failed_at": ids.now_ms() if failed_at is None else failed_at,
-        "original_queue": original_queue,
+        "original_queue": _text(original_queue),
         "attempts": attempts,
         "lang": LANG,
     }
     if cause is not None:
-        block["cause"] = cause
+        block["cause"] = _text(cause)
     if extra:
         block.update(extra)
     return block

@@ -1,8 +1,10 @@
 """Fast minting of UUID v4 strings and millisecond timestamps.
 
-``uuid.uuid4()`` builds a ``UUID`` object per call; a producer needs two ids per message
-(meta.id and, for a new trace, trace_id), so we read 32 random bytes once and format both
-directly. The output is an ordinary RFC 4122 version-4 UUID string.
+``str(uuid.uuid4())`` builds a ``UUID`` object and an int per call, about 2.5 µs; a producer
+needs two ids per message (meta.id and, for a new trace, trace_id). Here one read of the
+operating system's random source gives both, and the strings are cut straight from its hex
+form, with the version nibble set to ``4`` and the variant nibble mapped into ``8..b``. The
+output is an ordinary RFC 4122 version-4 UUID (122 random bits).
 """
 
 from __future__ import annotations
@@ -10,25 +12,27 @@ from __future__ import annotations
 import os
 import time
 
-_VERSION_MASK = ~(0xF000 << 64) & ((1 << 128) - 1)
-_VARIANT_MASK = ~(0xC000 << 48) & ((1 << 128) - 1)
-_V4_BITS = (0x4000 << 64) | (0x8000 << 48)
+#: hex digit -> the variant digit (10xx in binary) keeping the digit's two low random bits.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
-def _fmt(n: int) -> str:
-    h = f"{(n & _VERSION_MASK & _VARIANT_MASK) | _V4_BITS:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+def _cut(h: str) -> str:
+    """A UUID v4 string from 32 random hex digits (digits 12 and 16 are overwritten)."""
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 def uuid4() -> str:
     """A new random UUID (version 4) as a lowercase hyphenated string."""
-    return _fmt(int.from_bytes(os.urandom(16)))
+    return _cut(os.urandom(16).hex())
 
 
 def uuid4_pair() -> tuple[str, str]:
     """Two independent UUID v4 strings from one read of the random source."""
-    n = int.from_bytes(os.urandom(32))
-    return _fmt(n >> 128), _fmt(n & ((1 << 128) - 1))
+    h = os.urandom(32).hex()
+    return (
+        f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}",
+        f"{h[32:40]}-{h[40:44]}-4{h[45:48]}-{_VARIANT[h[48]]}{h[49:52]}-{h[52:64]}",
+    )
 
 
 def now_ms() -> int:

@@ -1,9 +1,21 @@
-"""Producing envelopes: :func:`make` and :func:`decode` (SPEC section 2 producer rules)."""
+"""Producing and reading envelopes: :func:`make` and :func:`decode` (SPEC section 2).
+
+``make`` checks everything a producer must refuse, mints the ids and encodes the envelope
+once, so an error surfaces where the message is built, not later on a publish path. The
+payload walk is the hot part: a fast walk covers the common case, and only a refusal or an
+odd value costs the full check that names the offending path.
+
+``decode`` is orjson plus a lazy :class:`~babelq.envelope.model.Envelope`; routing (``urn``,
+``accepts()``) reads only the frame, so a consumer pays for nothing it does not use.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from babelq.envelope import ids, wire
 from babelq.envelope.constants import (
@@ -15,11 +27,19 @@ from babelq.envelope.constants import (
     SCHEMA_VERSION,
 )
 from babelq.envelope.model import Envelope
-from babelq.envelope.payload import check_json
-from babelq.envelope.urn import check_urn
+from babelq.envelope.payload import (
+    NEEDS_STD_ENCODER,
+    UNSAFE_INTEGER,
+    fast_flags,
+    problem_flags,
+    warn_unsafe_integer,
+)
+from babelq.envelope.urn import KNOWN_GOOD, check_urn
 from babelq.errors import EnvelopeError, URNError
 
 _RESERVED_META = frozenset(CORE_META_KEYS) | FORBIDDEN_META | frozenset(EXTENSION_META_KEYS)
+_now_ns = time.time_ns
+_orjson_loads = orjson.loads
 
 
 def _need_str(path: str, value: object) -> str:
@@ -32,6 +52,90 @@ def _need_ms(path: str, value: object) -> int:
     if type(value) is not int or value < 0:
         raise EnvelopeError(path, f"must be Unix epoch milliseconds (int >= 0), got {value!r}")
     return value
+
+
+def _ms_at(created_at: object) -> int:
+    return _need_ms("meta.created_at", created_at)
+
+
+def _check_urn_slow(urn: object, strict: bool) -> None:
+    if type(urn) is not str or not urn.strip():
+        raise URNError("job", f"the URN must be a non-empty string, got {urn!r}")
+    try:
+        urn.encode("utf-8")
+    except UnicodeEncodeError:
+        raise URNError("job", f"the URN holds a lone surrogate: {urn!r}") from None
+    check_urn(urn, strict=strict, stacklevel=3)  # -> make -> make's caller
+
+
+def _add_extensions(
+    block: dict[str, Any],
+    *,
+    correlation_id: str | None,
+    sharding_key: str | None,
+    deliver_at: int | None,
+    expire_at: int | None,
+    priority: int | None,
+    transaction_id: str | None,
+) -> None:
+    if correlation_id is not None:
+        block["correlation_id"] = _need_str("meta.correlation_id", correlation_id)
+    if sharding_key is not None:
+        block["sharding_key"] = _need_str("meta.sharding_key", sharding_key)
+    if deliver_at is not None:
+        block["deliver_at"] = _need_ms("meta.deliver_at", deliver_at)
+    if expire_at is not None:
+        block["expire_at"] = _need_ms("meta.expire_at", expire_at)
+    if priority is not None:
+        if type(priority) is not int or not 1 <= priority <= 10:
+            raise EnvelopeError("meta.priority", f"must be an integer from 1 to 10, got {priority!r}")
+        block["priority"] = priority
+    if transaction_id is not None:
+        block["transaction_id"] = _need_str("meta.transaction_id", transaction_id)
+
+
+def _add_meta(block: dict[str, Any], meta: Mapping[str, Any]) -> None:
+    for key, value in meta.items():
+        if type(key) is not str:
+            raise EnvelopeError("meta", f"key {key!r} ({type(key).__name__}) is not a string")
+        if key in _RESERVED_META:
+            raise EnvelopeError(
+                f"meta.{key}",
+                "is reserved (a core, forbidden or babelq extension key; use the keyword argument)",
+            )
+        block[key] = value
+
+
+def _encode_new(doc: dict[str, Any], flags: int | None, stacklevel: int) -> tuple[bytes, bool]:
+    """Bytes of a freshly made document, and whether it needs the standard encoder.
+
+    ``flags`` is the fast walk's verdict on ``data`` and the extra meta values (None when
+    it declined to judge). A refusal anywhere re-checks with the full walk, which raises
+    :class:`EnvelopeError` naming the path.
+    """
+    if flags is None or flags & NEEDS_STD_ENCODER:
+        # The standard encoder would coerce non-str keys and trip on lone surrogates; the
+        # fast walk leaves both to orjson, so the full check must look first.
+        flags = _full_check(doc)
+    if flags & UNSAFE_INTEGER:
+        warn_unsafe_integer(doc["data"], "data", stacklevel=stacklevel + 1)
+        warn_unsafe_integer(doc["meta"], "meta", stacklevel=stacklevel + 1)
+    if not flags & NEEDS_STD_ENCODER:
+        try:
+            return orjson.dumps(doc), False
+        except TypeError:  # a non-str key, a lone surrogate, nesting beyond orjson's limit
+            _full_check(doc)
+    try:
+        return wire.dumps_std(doc), True
+    except RecursionError:
+        raise EnvelopeError("data", "value is nested too deeply (or contains itself)") from None
+
+
+def _full_check(doc: dict[str, Any]) -> int:
+    flags = 0
+    for key, value in doc.items():
+        flags |= problem_flags(value, key)
+    return flags
 
 
 def make(
@@ -60,78 +164,80 @@ def make(
     instead of warn.
 
     Raises :class:`~babelq.errors.EnvelopeError` naming the path of any value that is not
-    pure JSON (``data.items[3].price: NaN is not allowed``).
+    pure JSON (``data.items[3].price: NaN is not allowed``); :class:`~babelq.errors.URNError`
+    for an empty URN.
     """
-    if type(urn) is not str or not urn.strip():
-        raise URNError("job", f"the URN must be a non-empty string, got {urn!r}")
-    check_urn(urn, strict=strict)
-    if data is None:
-        payload: dict[str, Any] = {}
+    if urn.__class__ is not str or urn not in KNOWN_GOOD:
+        _check_urn_slow(urn, strict)
+    if data.__class__ is dict:
+        payload: dict[str, Any] = data.copy()
+    elif data is None:
+        payload = {}
     elif isinstance(data, Mapping):
         payload = dict(data)
     else:
         raise EnvelopeError("data", f"must be a JSON object (a dict), got {type(data).__name__}")
-    floats = check_json(payload, "data")
+    flags = fast_flags(payload)
 
-    if trace_id is None or message_id is None:
-        first, second = ids.uuid4_pair()
-        if trace_id is None:
-            trace_id = first
+    if trace_id is None:
+        trace_id, minted_id = ids.uuid4_pair()
         if message_id is None:
-            message_id = second
+            message_id = minted_id
+    else:
+        _need_str("trace_id", trace_id)
+        if message_id is None:
+            message_id = ids.uuid4()
+    if queue.__class__ is not str or not queue:
+        _need_str("meta.queue", queue)
+    if message_id.__class__ is not str or not message_id:
+        _need_str("meta.id", message_id)
     block: dict[str, Any] = {
-        "id": _need_str("meta.id", message_id),
-        "queue": _need_str("meta.queue", queue),
+        "id": message_id,
+        "queue": queue,
         "lang": LANG,
         "schema_version": SCHEMA_VERSION,
-        "created_at": ids.now_ms() if created_at is None else _need_ms("meta.created_at", created_at),
+        "created_at": _now_ns() // 1_000_000 if created_at is None else _ms_at(created_at),
     }
-    if correlation_id is not None:
-        block["correlation_id"] = _need_str("meta.correlation_id", correlation_id)
-    if sharding_key is not None:
-        block["sharding_key"] = _need_str("meta.sharding_key", sharding_key)
-    if deliver_at is not None:
-        block["deliver_at"] = _need_ms("meta.deliver_at", deliver_at)
-    if expire_at is not None:
-        block["expire_at"] = _need_ms("meta.expire_at", expire_at)
-    if priority is not None:
-        if type(priority) is not int or not 1 <= priority <= 10:
-            raise EnvelopeError("meta.priority", f"must be an integer from 1 to 10, got {priority!r}")
-        block["priority"] = priority
-    if transaction_id is not None:
-        block["transaction_id"] = _need_str("meta.transaction_id", transaction_id)
+    if (
+        correlation_id is not None or sharding_key is not None or deliver_at is not None
+        or expire_at is not None or priority is not None or transaction_id is not None
+    ):
+        _add_extensions(
+            block,
+            correlation_id=correlation_id,
+            sharding_key=sharding_key,
+            deliver_at=deliver_at,
+            expire_at=expire_at,
+            priority=priority,
+            transaction_id=transaction_id,
+        )
     if meta:
-        for key, value in meta.items():
-            if type(key) is not str:
-                raise EnvelopeError("meta", f"key {key!r} is not a string")
-            if key in _RESERVED_META:
-                raise EnvelopeError(
-                    f"meta.{key}",
-                    "is reserved (a core, forbidden or babelq extension key; use the keyword argument)",
-                )
-            if check_json(value, f"meta.{key}"):
-                floats = True
-            block[key] = value
-    doc = {
-        "job": urn,
-        "trace_id": _need_str("trace_id", trace_id),
-        "data": payload,
-        "meta": block,
-        "attempts": 0,
-    }
-    return Envelope(doc, has_floats=floats)
+        _add_meta(block, meta)
+        if flags is not None:
+            extra = fast_flags({key: block[key] for key in meta})
+            flags = None if extra is None else flags | extra
+    doc = {"job": urn, "trace_id": trace_id, "data": payload, "meta": block, "attempts": 0}
+    body, needs_std = _encode_new(doc, flags, stacklevel=2)
+    return Envelope._made(doc, body, needs_std)
 
 
 def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
     """Read an envelope from wire bytes (or text).
 
     Raises :class:`~babelq.errors.DecodeError` (and nothing else) when the body is not valid
-    UTF-8, not JSON, or not a JSON object: such a body is poison. A body that is an object
-    but breaks the consumer rules decodes fine; check :meth:`Envelope.accepts`.
+    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double), or not a JSON
+    object: such a body is poison. A body that is an object but breaks the consumer rules
+    decodes fine; check :meth:`Envelope.accepts`.
     """
-    doc = wire.loads_document(body)
-    raw = body if type(body) is bytes else (body.encode("utf-8") if isinstance(body, str) else bytes(body))
-    return Envelope(doc, raw=raw)
+    raw = body if body.__class__ is bytes else wire.as_bytes(body)
+    try:
+        doc = _orjson_loads(raw)
+    except orjson.JSONDecodeError:
+        doc, exact = wire.loads_fast(raw)  # the standard library's second look, or DecodeError
+        return Envelope._decoded(doc, raw, exact)
+    if doc.__class__ is not dict:
+        raise wire.not_object(doc)
+    return Envelope._decoded(doc, raw, False)
 
 
 def encode(envelope: Envelope) -> bytes:

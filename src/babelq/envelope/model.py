@@ -15,7 +15,11 @@ from typing import Any
 
 from babelq.envelope import verdict, wire
 from babelq.envelope.constants import FORBIDDEN_META, FORBIDDEN_TOP_LEVEL, SCHEMA_VERSION
+from babelq.envelope.payload import NEEDS_STD_ENCODER, problem_flags
 from babelq.errors import EnvelopeError
+
+_new = object.__new__
+_URN_KEYS = frozenset({"job", "urn"})
 
 
 class Envelope:
@@ -25,9 +29,21 @@ class Envelope:
     :func:`babelq.envelope.decode` (consuming). Accessors return the typed value for an
     accepted envelope; on a rejected one they fall back to an empty value, and
     :meth:`rejection` says what is wrong.
+
+    A decoded envelope is read by orjson, which widens integers beyond 64 bits to floats.
+    The first read of a value (``data``, ``meta``, ``encode()``...) re-reads such a body
+    exactly (see :func:`babelq.envelope.wire.exact_document`); the frame fields used for
+    routing (``urn``, ``trace_id``, ``id``, ``accepts()``) never need to.
     """
 
-    __slots__ = ("_body", "_doc", "_floats", "_raw")
+    __slots__ = ("_body", "_canonical", "_doc", "_exact", "_floats", "_raw")
+
+    _doc: dict[str, Any]
+    _raw: bytes | None
+    _floats: bool | None
+    _body: bytes | None
+    _canonical: bool
+    _exact: bool
 
     def __init__(
         self,
@@ -36,10 +52,46 @@ class Envelope:
         raw: bytes | None = None,
         has_floats: bool | None = None,
     ) -> None:
+        """Wrap ``doc``. ``has_floats`` True/False declares the document already checked and
+        canonical (made here), saying whether it needs the standard encoder; ``None`` treats
+        it as received (re-encoding canonicalises it)."""
         self._doc = doc
         self._raw = raw
         self._floats = has_floats
-        self._body: bytes | None = None
+        self._body = None
+        self._canonical = has_floats is not None
+        self._exact = True
+
+    @classmethod
+    def _made(cls, doc: dict[str, Any], body: bytes, needs_std: bool) -> Envelope:
+        env = _new(cls)
+        env._doc = doc
+        env._raw = None
+        env._floats = needs_std
+        env._body = body
+        env._canonical = True
+        env._exact = True
+        return env
+
+    @classmethod
+    def _decoded(cls, doc: dict[str, Any], raw: bytes, exact: bool) -> Envelope:
+        env = _new(cls)
+        env._doc = doc
+        env._raw = raw
+        env._floats = None
+        env._body = None
+        env._canonical = False
+        env._exact = exact
+        return env
+
+    def _settled(self) -> dict[str, Any]:
+        """The document with every integer exact (re-read once if orjson may have widened one)."""
+        if not self._exact:
+            raw = self._raw
+            if raw is not None:
+                self._doc = wire.exact_document(raw, self._doc)
+            self._exact = True
+        return self._doc
 
     # -- identity -------------------------------------------------------------------
     @property
@@ -55,32 +107,45 @@ class Envelope:
     @property
     def data(self) -> dict[str, Any]:
         """The business payload (read-only by contract)."""
-        value = self._doc.get("data")
+        value = (self._doc if self._exact else self._settled()).get("data")
         return value if type(value) is dict else {}
 
     @property
     def meta(self) -> dict[str, Any]:
         """Producer metadata, including keys this library does not know (read-only)."""
-        value = self._doc.get("meta")
+        value = (self._doc if self._exact else self._settled()).get("meta")
         return value if type(value) is dict else {}
 
     @property
     def attempts(self) -> int:
+        """The transport retry counter (0 when missing or not an integer)."""
         value = self._doc.get("attempts")
+        if type(value) is float and not self._exact:
+            value = self._settled().get("attempts")
         return value if type(value) is int else 0
 
     @property
     def dead_letter(self) -> dict[str, Any] | None:
-        value = self._doc.get("dead_letter")
+        """The ``dead_letter`` block on a dead-letter queue message, else ``None``."""
+        value = self._settled().get("dead_letter")
         return value if type(value) is dict else None
 
     # -- meta shortcuts -------------------------------------------------------------
     def _meta_str(self, key: str) -> str | None:
-        value = self.meta.get(key)
+        meta = self._doc.get("meta")
+        value = meta.get(key) if type(meta) is dict else None
         return value if type(value) is str else None
 
     def _meta_int(self, key: str) -> int | None:
-        value = self.meta.get(key)
+        meta = self._doc.get("meta")
+        value = meta.get(key) if type(meta) is dict else None
+        if type(value) is float and not self._exact:
+            return self._settled_meta_int(key)
+        return value if type(value) is int else None
+
+    def _settled_meta_int(self, key: str) -> int | None:
+        meta = self._settled().get("meta")
+        value = meta.get(key) if type(meta) is dict else None
         return value if type(value) is int else None
 
     @property
@@ -139,11 +204,23 @@ class Envelope:
     # -- verdict --------------------------------------------------------------------
     def accepts(self) -> bool:
         """Whether a consumer should accept this envelope (SPEC consumer rules)."""
-        return verdict.accepts(self._doc)
+        if verdict.accepts(self._doc):
+            return True
+        # Only a widened integer in ``attempts`` can turn the verdict once settled.
+        if self._exact or type(self._doc.get("attempts")) is not float:
+            return False
+        return verdict.accepts(self._settled())
 
     def rejection(self) -> str | None:
         """Why a consumer must reject this envelope, or ``None`` when it is accepted."""
-        return verdict.rejection(self._doc)
+        doc = self._doc
+        if not self._exact:
+            meta = doc.get("meta")
+            if type(doc.get("attempts")) is float or (
+                type(meta) is dict and type(meta.get("schema_version")) is float
+            ):
+                doc = self._settled()
+        return verdict.rejection(doc)
 
     # -- bytes ----------------------------------------------------------------------
     @property
@@ -155,53 +232,77 @@ class Envelope:
         """The canonical wire bytes (SPEC section 2).
 
         A decoded envelope is re-encoded canonically: the inbound ``urn`` alias becomes
-        ``job`` and forbidden keys are left out; every other key is kept in its order.
+        ``job`` (in its place), forbidden keys are left out, and every other key is kept in
+        its order, values exact.
         """
         body = self._body
         if body is None:
-            doc = self._doc if self._floats is not None else _publishable(self._doc)
-            body = wire.dumps(doc, has_floats=self._floats is not False)
+            doc = self._settled()
+            if not self._canonical:
+                doc = _publishable(doc)
+            try:
+                body = wire.dumps_document(doc, self._floats)
+            except (TypeError, ValueError, RecursionError) as exc:  # a value changed after make
+                problem_flags(doc, "")
+                raise EnvelopeError("", f"cannot encode the envelope: {exc}") from None
             self._body = body
         return body
 
     def to_dict(self) -> dict[str, Any]:
         """A deep copy of the document, safe to change."""
-        return copy.deepcopy(self._doc)
+        return copy.deepcopy(self._settled())
 
     def document(self) -> Mapping[str, Any]:
         """The underlying document, without copying (do not change it)."""
-        return self._doc
+        return self._settled()
 
     # -- changes return new envelopes ----------------------------------------------------
-    def _derive(self, doc: dict[str, Any]) -> Envelope:
-        return Envelope(doc, has_floats=self._floats)
+    def _publishable_copy(self) -> dict[str, Any]:
+        doc = self._settled()
+        return dict(doc) if self._canonical else _publishable(doc)
+
+    def _derive(self, doc: dict[str, Any], needs_std: bool | None) -> Envelope:
+        env = _new(Envelope)
+        env._doc = doc
+        env._raw = None
+        env._floats = needs_std
+        env._body = None
+        env._canonical = True
+        env._exact = True
+        return env
 
     def with_attempts(self, attempts: int) -> Envelope:
         """A copy with ``attempts`` set (the only field a worker may change)."""
         if type(attempts) is not int or attempts < 0:
             raise EnvelopeError("attempts", f"must be an integer >= 0, got {attempts!r}")
-        doc = _publishable(self._doc) if self._floats is None else dict(self._doc)
+        doc = self._publishable_copy()
         doc["attempts"] = attempts
-        return self._derive(doc)
+        return self._derive(doc, self._floats)
 
-    def with_dead_letter(self, block: dict[str, Any]) -> Envelope:
-        """A copy carrying ``block`` as its ``dead_letter`` member (placed last)."""
-        doc = _publishable(self._doc) if self._floats is None else dict(self._doc)
+    def with_dead_letter(self, block: Mapping[str, Any]) -> Envelope:
+        """A copy carrying ``block`` as its ``dead_letter`` member (placed last).
+
+        Raises :class:`EnvelopeError` (path ``dead_letter...``) if ``block`` is not pure JSON.
+        """
+        block = dict(block)
+        block_flags = problem_flags(block, "dead_letter")
+        doc = self._publishable_copy()
         doc.pop("dead_letter", None)
         doc["dead_letter"] = block
-        return self._derive(doc)
+        needs_std = None if self._floats is None else self._floats or bool(block_flags & NEEDS_STD_ENCODER)
+        return self._derive(doc, needs_std)
 
     def without_dead_letter(self) -> Envelope:
         """A copy with the ``dead_letter`` member removed."""
-        doc = _publishable(self._doc) if self._floats is None else dict(self._doc)
+        doc = self._publishable_copy()
         doc.pop("dead_letter", None)
-        return self._derive(doc)
+        return self._derive(doc, self._floats)
 
     # -- dunder ---------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Envelope):
             return NotImplemented
-        return self._doc == other._doc
+        return self._settled() == other._settled()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -213,23 +314,29 @@ class Envelope:
 
 
 def _publishable(doc: dict[str, Any]) -> dict[str, Any]:
-    """A shallow copy fit to re-publish: ``urn`` alias -> ``job``, forbidden keys dropped."""
+    """A shallow copy fit to re-publish.
+
+    The URN is written as ``job`` where the document first named it (``job`` or the ``urn``
+    alias), the alias itself is never re-emitted, and the forbidden top-level and ``meta``
+    keys are dropped. Everything else keeps its place. A document without a usable URN
+    keeps whatever ``job`` it had.
+    """
+    urn = verdict.urn_of(doc)
     out: dict[str, Any] = {}
-    if "job" not in doc or verdict.urn_of({"job": doc.get("job")}) == "":
-        alias = verdict.urn_of(doc)
-        if alias:
-            out["job"] = alias
-    for key, value in doc.items():
-        if key in FORBIDDEN_TOP_LEVEL or (key == "urn" and "job" in out):
+    for key, item in doc.items():
+        value = item
+        if key in _URN_KEYS:
+            if urn:
+                if "job" not in out:
+                    out["job"] = urn
+            elif key == "job":
+                out["job"] = value
             continue
-        if key == "job" and "job" in out:
+        if key in FORBIDDEN_TOP_LEVEL:
             continue
-        if key == "meta" and type(value) is dict and FORBIDDEN_META.intersection(value):
-            out[key] = {k: v for k, v in value.items() if k not in FORBIDDEN_META}
-        else:
-            out[key] = value
-    if "urn" in out and "job" in out:
-        del out["urn"]
+        if key == "meta" and type(value) is dict and not FORBIDDEN_META.isdisjoint(value):
+            value = {k: v for k, v in value.items() if k not in FORBIDDEN_META}
+        out[key] = value
     return out
 
 

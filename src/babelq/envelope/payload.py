@@ -1,19 +1,32 @@
 """Checks that a value is pure JSON before it goes on the wire (SPEC section 2).
 
-The walk refuses what other SDKs cannot read or what a JSON encoder would silently
+The check refuses what other SDKs cannot read or what a JSON encoder would silently
 change: NaN/Infinity, integers outside signed 64-bit, bytes, datetimes, Decimals, sets,
-arbitrary objects, non-string keys and strings that are not valid Unicode. It never
-converts anything. The error names the path of the offending value, built only when a
-problem is found so the happy path stays cheap.
+Enums and other objects, non-string keys and strings that are not valid Unicode (lone
+surrogates). It never converts anything. The error names the path of the offending value
+(``data.items[3].price: NaN is not allowed``), built only once a problem is found so the
+happy path stays cheap.
 
-It also reports whether the value holds any float, because the fast encoder formats
-some floats differently from the canonical (Python ``repr``) form.
+There are two walks:
+
+* :func:`check_json`, the full check with paths, for callers and for explaining a refusal;
+* :func:`fast_flags`, the producer's hot path. It checks value types, numbers and nesting
+  but leaves dictionary keys and string contents to orjson, which refuses non-``str`` keys
+  and lone surrogates on its own when the envelope is encoded. Any doubt (a refusal, an
+  exotic container type) sends the caller to :func:`check_json`.
+
+Both report whether the value holds a float that the fast encoder (orjson) formats
+differently from the canonical Python ``repr`` form: only floats with a magnitude in
+``[1e-9, 1e-4)`` (orjson writes ``0.00001`` and ``1e-7`` where ``repr`` writes ``1e-05``
+and ``1e-07``). Every other finite float is written identically by both; the differential
+tests in ``tests/envelope`` hold that claim against the standard library.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import enum
 import math
 import re
 import warnings
@@ -22,6 +35,11 @@ from typing import Any
 
 from babelq.envelope.constants import INT64_MAX, INT64_MIN, JS_SAFE_MAX
 from babelq.errors import EnvelopeError, UnsafeIntegerWarning
+
+#: Flag: a float that only the standard library encoder writes in canonical form.
+NEEDS_STD_ENCODER = 1
+#: Flag: an integer beyond 2**53-1 in magnitude (JavaScript consumers lose precision).
+UNSAFE_INTEGER = 2
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 
@@ -33,6 +51,10 @@ class _ProblemError(Exception):
         super().__init__(problem)
         self.problem = problem
         self.trail: list[str | int] = []
+
+
+class _RefusedError(Exception):
+    """Internal: the fast walk met something it will not judge; use the full check."""
 
 
 def format_path(root: str, trail: Iterable[str | int]) -> str:
@@ -49,9 +71,87 @@ def format_path(root: str, trail: Iterable[str | int]) -> str:
     return "".join(out)
 
 
+def _printable(text: str) -> str:
+    """A key or string safe to put in an error message (lone surrogates escaped)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# -- the fast walk (producer hot path) ------------------------------------------------------
+
+
+def _fast_float(value: float) -> int:
+    if value - value:  # NaN - NaN and inf - inf are NaN (truthy); finite - itself is 0.0
+        raise _RefusedError
+    if 1e-9 <= value < 1e-4 or -1e-4 < value <= -1e-9:
+        return NEEDS_STD_ENCODER
+    return 0
+
+
+def _fast_int(value: int) -> int:
+    if INT64_MIN <= value <= INT64_MAX:
+        return UNSAFE_INTEGER
+    raise _RefusedError
+
+
+def _fast_dict(value: dict[Any, Any]) -> int:
+    flags = 0
+    for item in value.values():
+        t = type(item)
+        if t is str:
+            continue
+        if t is int:
+            if -JS_SAFE_MAX <= item <= JS_SAFE_MAX:
+                continue
+            flags |= _fast_int(item)
+        elif t is dict:
+            flags |= _fast_dict(item)
+        elif t is float:
+            flags |= _fast_float(item)
+        elif t is list:
+            flags |= _fast_list(item)
+        elif t is not bool and item is not None:
+            raise _RefusedError
+    return flags
+
+
+def _fast_list(value: list[Any]) -> int:
+    flags = 0
+    for item in value:
+        t = type(item)
+        if t is str:
+            continue
+        if t is int:
+            if -JS_SAFE_MAX <= item <= JS_SAFE_MAX:
+                continue
+            flags |= _fast_int(item)
+        elif t is dict:
+            flags |= _fast_dict(item)
+        elif t is float:
+            flags |= _fast_float(item)
+        elif t is list:
+            flags |= _fast_list(item)
+        elif t is not bool and item is not None:
+            raise _RefusedError
+    return flags
+
+
+def fast_flags(value: dict[str, Any]) -> int | None:
+    """Flags for a plain ``dict`` payload, or ``None`` when :func:`check_json` must decide.
+
+    Keys and string contents are not checked here (orjson refuses bad ones when encoding).
+    """
+    try:
+        return _fast_dict(value)
+    except (_RefusedError, RecursionError):
+        return None
+
+
+# -- the full check (paths, messages) ----------------------------------------------------------
+
+
 def _describe(value: object) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
-        return "bytes are not allowed in JSON; base64-encode them into a string"
+        return f"{type(value).__name__} is not allowed in JSON; base64-encode it into a string"
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return (
             f"{type(value).__name__} is not allowed; use Unix epoch milliseconds (int) "
@@ -61,81 +161,131 @@ def _describe(value: object) -> str:
         return "Decimal is not allowed; use integer minor units (cents) or a string"
     if isinstance(value, set | frozenset):
         return f"{type(value).__name__} is not allowed; use a list"
+    if isinstance(value, enum.Enum):
+        return (
+            f"Enum member {type(value).__qualname__}.{value.name} is not a JSON value; "
+            "pass its .value"
+        )
     if isinstance(value, str | int | float):
         return (
             f"{type(value).__name__} (a subclass of {type(value).__mro__[1].__name__}) is not a "
-            "plain JSON value; pass its plain value (for an Enum, .value)"
+            "plain JSON value; pass a plain str, int or float"
         )
     return f"{type(value).__module__}.{type(value).__qualname__} is not a JSON type"
 
 
-def _scan(value: Any) -> bool:
-    """Raise :class:`_ProblemError` for a non-JSON value; return True when a float is inside."""
+def _check_str(value: str) -> None:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _ProblemError(
+                f"string holds a lone surrogate {value[exc.start]!r} at index {exc.start}, "
+                "which is not valid UTF-8"
+            ) from None
+
+
+def _scan(value: Any) -> int:
+    """Raise :class:`_ProblemError` for a non-JSON value; else return the flags."""
     t = type(value)
     if t is str:
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise _ProblemError(
-                    f"string holds a lone surrogate {value[exc.start]!r} at index {exc.start}, "
-                    "which is not valid UTF-8"
-                ) from None
-        return False
+        _check_str(value)
+        return 0
     if t is int:
-        if value > JS_SAFE_MAX or value < -JS_SAFE_MAX:
-            if value > INT64_MAX or value < INT64_MIN:
-                raise _ProblemError(f"integer {value} is outside signed 64-bit; send it as a string")
-            warnings.warn(
-                f"integer {value} exceeds 2**53-1 and loses precision in JavaScript consumers; "
-                "consider sending it as a string",
-                UnsafeIntegerWarning,
-                stacklevel=4,
-            )
-        return False
+        if -JS_SAFE_MAX <= value <= JS_SAFE_MAX:
+            return 0
+        if INT64_MIN <= value <= INT64_MAX:
+            return UNSAFE_INTEGER
+        raise _ProblemError(f"integer {value} is outside signed 64-bit; send it as a string")
     if t is float:
-        if not math.isfinite(value):
-            raise _ProblemError(
-                "NaN is not allowed" if math.isnan(value) else f"{'-' if value < 0 else ''}Infinity is not allowed"
-            )
-        return True
+        if math.isnan(value):
+            raise _ProblemError("NaN is not allowed")
+        if math.isinf(value):
+            raise _ProblemError(f"{'-' if value < 0 else ''}Infinity is not allowed")
+        return _fast_float(value)
     if value is None or t is bool:
-        return False
-    if t is dict or isinstance(value, dict):
-        found = False
+        return 0
+    if isinstance(value, dict):
+        flags = 0
         for key, item in value.items():
             if type(key) is not str:
                 raise _ProblemError(
-                    f"key {key!r} ({type(key).__name__}) is not a string; JSON object keys must be strings"
+                    f"key {key!r} ({type(key).__name__}) is not a string; JSON object keys must be "
+                    "plain strings"
                 )
             try:
-                if _scan(item):
-                    found = True
+                _check_str(key)
+            except _ProblemError as problem:
+                raise _ProblemError(f"key {_printable(key)!r}: {problem.problem}") from None
+            try:
+                flags |= _scan(item)
             except _ProblemError as problem:
                 problem.trail.append(key)
                 raise
-        return found
-    if t is list or t is tuple or isinstance(value, list):
-        found = False
+        return flags
+    if isinstance(value, list | tuple) and not isinstance(value, enum.Enum):
+        flags = 0
         for index, item in enumerate(value):
             try:
-                if _scan(item):
-                    found = True
+                flags |= _scan(item)
             except _ProblemError as problem:
                 problem.trail.append(index)
                 raise
-        return found
+        return flags
     raise _ProblemError(_describe(value))
 
 
-def check_json(value: Any, path: str = "data") -> bool:
-    """Raise :class:`EnvelopeError` naming ``path`` if ``value`` is not pure JSON.
+def _first_unsafe_int(value: Any, trail: list[str | int]) -> int | None:
+    """The first integer beyond 2**53-1 inside ``value``; ``trail`` gets its path."""
+    if type(value) is int:
+        return value if not -JS_SAFE_MAX <= value <= JS_SAFE_MAX else None
+    items: Iterable[tuple[str | int, Any]]
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _first_unsafe_int(item, trail)
+        if found is not None:
+            trail.append(key)
+            return found
+    return None
 
-    Returns whether a float occurs anywhere inside (the encoder needs to know).
-    """
+
+def warn_unsafe_integer(value: Any, path: str, *, stacklevel: int = 2) -> None:
+    """Emit :class:`UnsafeIntegerWarning` naming the first integer beyond 2**53-1 in ``value``."""
+    trail: list[str | int] = []
+    found = _first_unsafe_int(value, trail)
+    if found is None:
+        return
+    warnings.warn(
+        f"{format_path(path, reversed(trail))}: integer {found} exceeds 2**53-1 and loses precision "
+        "in JavaScript consumers; consider sending it as a string",
+        UnsafeIntegerWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def problem_flags(value: Any, path: str) -> int:
+    """The full check without warnings: raise :class:`EnvelopeError` naming the path, else flags."""
     try:
         return _scan(value)
     except _ProblemError as problem:
         raise EnvelopeError(format_path(path, reversed(problem.trail)), problem.problem) from None
     except RecursionError:
-        raise EnvelopeError(path, "value is nested too deeply to encode") from None
+        raise EnvelopeError(path, "value is nested too deeply (or contains itself)") from None
+
+
+def check_json(value: Any, path: str = "data") -> bool:
+    """Raise :class:`EnvelopeError` naming the path if ``value`` is not pure JSON.
+
+    Warns (:class:`UnsafeIntegerWarning`, naming the path) about integers JavaScript cannot
+    hold exactly. Returns whether ``value`` holds a float that only the standard library
+    encoder writes in canonical form (the wire layer needs to know).
+    """
+    flags = problem_flags(value, path)
+    if flags & UNSAFE_INTEGER:
+        warn_unsafe_integer(value, path, stacklevel=2)
+    return bool(flags & NEEDS_STD_ENCODER)

@@ -13,16 +13,15 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import orjson
-
 from babelq.envelope import wire
 from babelq.envelope.dead_letter import dead_letter_block
+from babelq.errors import DecodeError
 
 _WS = b" \t\n\r"
 
 
 def poison_record(
-    body: bytes | str,
+    body: bytes | bytearray | memoryview | str,
     *,
     original_queue: str,
     error: str,
@@ -62,26 +61,30 @@ def poison_record(
     return wire.dumps_std(doc)
 
 
-def original_bytes(record: bytes) -> bytes | None:
+def original_bytes(record: bytes | bytearray | memoryview) -> bytes | None:
     """The exact original body kept inside a poison record, or ``None`` if it is not one."""
     try:
-        doc = orjson.loads(record)
-    except orjson.JSONDecodeError:
+        data = wire.as_bytes(record)
+        doc, _ = wire.loads_fast(data)
+    except DecodeError:
         return None
-    if type(doc) is not dict or type(doc.get("dead_letter")) is not dict:
+    if type(doc.get("dead_letter")) is not dict:
         return None
     kept = doc["dead_letter"].get("original")
     if kept == "raw_base64" and type(doc.get("raw")) is str:
-        return base64.b64decode(doc["raw"])
+        try:
+            return base64.b64decode(doc["raw"], validate=True)
+        except ValueError:
+            return None
     if kept == "raw" and type(doc.get("raw")) is str:
         return str(doc["raw"]).encode("utf-8")
     if kept != "in_place":
         return None
     member = b'"dead_letter":' + wire.dumps_std(doc["dead_letter"])
-    at = record.rfind(member)
+    at = data.rfind(member)
     if at < 0:
         return None
-    before = record[:at]
+    before = data[:at]
     if before.endswith(b","):
         before = before[:-1]
-    return before + record[at + len(member) :]
+    return before + data[at + len(member) :]

@@ -19,6 +19,10 @@ _ALLOWED = re.compile(r"[a-z0-9:._-]*\Z")
 _UUID_LIKE = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
 _NUMERIC_PART = re.compile(r"(?:^|[:.])\d+(?:[:.]|$)")
 
+#: URNs already found to follow the rules; producers skip the check for these.
+KNOWN_GOOD: set[str] = set()
+_KNOWN_GOOD_LIMIT = 4096
+
 
 @lru_cache(maxsize=4096)
 def urn_problem(urn: str) -> str | None:
@@ -38,11 +42,19 @@ def urn_problem(urn: str) -> str | None:
     return None
 
 
-def check_urn(urn: str, *, strict: bool = False) -> None:
-    """Warn (default) or raise (``strict``) when ``urn`` breaks the naming rules."""
+def check_urn(urn: str, *, strict: bool = False, stacklevel: int = 1) -> None:
+    """Warn (default) or raise (``strict``) when ``urn`` breaks the naming rules.
+
+    ``stacklevel`` 1 attributes the warning to the line calling this function; a wrapper
+    passes 2 to point at its own caller, and so on.
+    """
+    if urn in KNOWN_GOOD:
+        return
     problem = urn_problem(urn)
     if problem is None:
+        if len(KNOWN_GOOD) < _KNOWN_GOOD_LIMIT:
+            KNOWN_GOOD.add(urn)
         return
     if strict:
         raise URNError("job", f"{problem}: {urn!r}")
-    warnings.warn(f"{problem}: {urn!r}", URNFormatWarning, stacklevel=3)
+    warnings.warn(f"{problem}: {urn!r}", URNFormatWarning, stacklevel=stacklevel + 1)

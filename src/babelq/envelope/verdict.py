@@ -49,15 +49,23 @@ def rejection(doc: Mapping[str, Any]) -> str | None:
 
 
 def accepts(doc: Mapping[str, Any]) -> bool:
-    """Whether a consumer should accept ``doc`` (see :func:`rejection` for the reason)."""
+    """Whether a consumer should accept ``doc`` (see :func:`rejection` for the reason).
+
+    Same rules as :func:`rejection`, written for the consumer's hot path.
+    """
     meta = doc.get("meta")
-    if type(meta) is not dict or meta.get("schema_version") != SCHEMA_VERSION:
+    if type(meta) is not dict:
         return False
-    if type(meta.get("schema_version")) is not int:
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION or type(version) is not int:
         return False
     if type(doc.get("data")) is not dict or type(doc.get("attempts")) is not int:
         return False
     trace_id = doc.get("trace_id")
     if type(trace_id) is not str or not trace_id.strip(_WS):
         return False
-    return bool(urn_of(doc))
+    job = doc.get("job")
+    if type(job) is str and job.strip(_WS):
+        return True
+    alias = doc.get("urn")
+    return type(alias) is str and bool(alias.strip(_WS))

@@ -4,41 +4,95 @@ Canonical means what ``json.dumps(obj, ensure_ascii=False, separators=(",", ":")
 UTF-8 encoded: compact, non-ASCII and ``/`` unescaped, Python's shortest float repr. The
 reference encoders of the other SDKs produce the same bytes.
 
-For speed we encode with orjson, whose output is byte-identical to that form for every
-value except some floats (it writes ``1e-7`` where the canonical form is ``1e-07``), so a
-document known to hold a float goes through the standard library instead. Decoding uses
-orjson too, except where a 19+ digit run could be an integer orjson would turn into a
-float; there the standard library re-parses for exact integers.
+Encoding uses orjson, whose output is byte-identical to that form for every JSON value
+except floats with a magnitude in ``[1e-9, 1e-4)`` (orjson writes ``0.00001``, the canonical
+form is ``1e-05``); a document holding one goes through the standard library instead
+(:mod:`babelq.envelope.payload` tells which).
+
+Decoding uses orjson too. orjson refuses numbers beyond a double's range and reads integers
+beyond 64 bits as floats; the standard library reads both exactly, so:
+
+* when orjson refuses a body, the standard library gets a second look, under the same
+  strictness (no NaN/Infinity, no lone surrogates, no number that only fits as infinity);
+* when orjson accepts a body, an integer beyond 64 bits comes back widened to a float. Two
+  cheap filters find the bodies that may hold one (the document re-encodes with an exponent,
+  and the bytes hold a run of 19+ digits); only those are re-read by the standard library.
+  :class:`~babelq.envelope.model.Envelope` runs this lazily, the first time a value is
+  read, so routing on the frame stays cheap.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
+from babelq.envelope.payload import NEEDS_STD_ENCODER, fast_flags
 from babelq.errors import DecodeError
 
-_LONG_DIGITS = re.compile(rb"\d{19}")
 _std_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+#: Maps every ASCII digit to "0" and every other byte to ".": a run of 19 digits becomes 19 zeros.
+_DIGITS_TO_ZERO = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+
+
+class _UnreadableError(ValueError):
+    """Internal: the standard-library parser met a value the wire form does not allow."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _UnreadableError(f"{name} is not allowed in JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value - value:  # only infinity survives float() here (NaN has no JSON spelling)
+        raise _UnreadableError(f"number {text[:40]} is outside the range of a 64-bit float")
+    return value
+
+
+_std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+
+
+# -- encoding ----------------------------------------------------------------------------------
 
 
 def dumps_std(value: Any) -> bytes:
-    """Canonical bytes via the standard library (exact for every float)."""
+    """Canonical bytes via the standard library (exact for every float and integer)."""
     return _std_encoder.encode(value).encode("utf-8")
 
 
 def dumps(value: Any, *, has_floats: bool = True) -> bytes:
     """Canonical bytes of an already-checked JSON value.
 
-    ``has_floats=False`` (known from :func:`babelq.envelope.payload.check_json`) takes the
-    fast path. Pass ``True`` when unsure: the result is the same, only slower.
+    ``has_floats=False`` (known from :func:`babelq.envelope.payload.check_json`, which
+    returns whether a float needs the standard encoder) takes the fast path. Pass ``True``
+    when unsure: the result is the same, only slower.
     """
     if has_floats:
         return dumps_std(value)
-    return orjson.dumps(value)
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return dumps_std(value)
+
+
+def dumps_document(doc: dict[str, Any], needs_std: bool | None = None) -> bytes:
+    """Canonical bytes of a document of JSON values, deciding the encoder when ``needs_std`` is None.
+
+    Used for decoded documents, which may hold integers beyond 64 bits (read exactly) and any
+    float: the fast walk decides, and orjson refusing something sends it to the standard
+    library, which writes every JSON value canonically.
+    """
+    if needs_std is None:
+        flags = fast_flags(doc)
+        needs_std = flags is None or bool(flags & NEEDS_STD_ENCODER)
+    return dumps(doc, has_floats=needs_std)
+
+
+# -- decoding ----------------------------------------------------------------------------------
 
 
 def _bad_utf8(body: bytes) -> str | None:
@@ -49,43 +103,135 @@ def _bad_utf8(body: bytes) -> str | None:
     return None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) holding a lone surrogate, or None. Iterative."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        t = type(item)
+        if t is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return str(item)
+        elif t is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif t is list:
+            stack.extend(item)
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "null"
+
+
+def not_object(value: Any) -> DecodeError:
+    """The DecodeError for a body that is JSON but not an object."""
+    return DecodeError(f"body is JSON but {_kind(value)}, not an object")
+
+
+def _std_loads(data: bytes, orjson_error: str | None) -> Any:
+    """Parse with the standard library under the wire form's rules; DecodeError on failure."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(_bad_utf8(data) or "body is not valid UTF-8") from None
+    try:
+        value = _std_decoder.decode(text)
+    except _UnreadableError as exc:
+        raise DecodeError(f"body is not usable JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("body is JSON nested too deeply") from None
+    except ValueError as exc:  # json.JSONDecodeError and int()'s digit limit
+        raise DecodeError(f"body is not JSON: {orjson_error or exc}") from None
+    if orjson_error is not None:
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            raise DecodeError("body is not JSON: a string holds a lone surrogate (\\ud800-\\udfff)")
+    return value
+
+
+def may_hold_wide_integer(data: bytes) -> bool:
+    """Whether ``data`` has a run of 19+ digits, the only way to spell an integer beyond 64 bits."""
+    return _NINETEEN_DIGITS in data.translate(_DIGITS_TO_ZERO)
+
+
+def as_bytes(body: bytes | bytearray | memoryview | str) -> bytes:
+    """The body as ``bytes``; a ``str`` must be encodable as UTF-8 (DecodeError otherwise)."""
+    if type(body) is bytes:
+        return body
+    if isinstance(body, str):
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DecodeError(f"body holds a lone surrogate at index {exc.start}; not valid UTF-8") from None
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    raise DecodeError(f"body must be bytes or str, not {type(body).__name__}")
+
+
+def loads_fast(data: bytes) -> tuple[dict[str, Any], bool]:
+    """Parse ``data`` into a JSON object: ``(document, exact)``.
+
+    ``exact`` is False when orjson read the body and an integer beyond 64 bits may have been
+    widened to a float; :func:`exact_document` settles that. Raises :class:`DecodeError` only.
+    """
+    try:
+        doc = orjson.loads(data)
+        exact = False
+    except orjson.JSONDecodeError as exc:
+        doc = _std_loads(data, str(exc))
+        exact = True
+    if type(doc) is not dict:
+        raise not_object(doc)
+    return doc, exact
+
+
+def exact_document(data: bytes, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (parsed from ``data`` by orjson) with every integer read exactly.
+
+    Never raises: if the standard library cannot re-read the body (nesting beyond its
+    recursion limit, which orjson's own limit of 1024 allows), orjson's reading stands.
+    """
+    try:
+        # A widened integer is a float of magnitude >= 2**63, which orjson writes with an
+        # exponent ("1.8446744073709552e+19"). Re-encoding and looking for a "+" (one memchr;
+        # rare in JSON text) is the cheapest first filter.
+        suspicious = b"+" in orjson.dumps(doc)
+    except orjson.JSONEncodeError:  # nesting beyond orjson's encoding depth
+        suspicious = True
+    if not suspicious or not may_hold_wide_integer(data):
+        return doc
+    try:
+        value = _std_loads(data, None)
+    except DecodeError:  # nested deeper than the standard parser's recursion allows
+        return doc
+    return value if type(value) is dict else doc
 
 
 def loads_document(body: bytes | bytearray | memoryview | str) -> dict[str, Any]:
-    """Parse ``body`` into a JSON object, or raise :class:`DecodeError` saying why not.
+    """Parse ``body`` into a JSON object, integers exact, or raise :class:`DecodeError` saying why.
 
-    Never raises anything else: not UTF-8, not JSON, NaN/Infinity, nesting deeper than
-    1024, and a JSON root that is not an object are all ``DecodeError``.
+    Never raises anything else: not UTF-8, not JSON, NaN/Infinity, numbers beyond a double,
+    nesting too deep, and a JSON root that is not an object are all ``DecodeError``.
     """
-    if isinstance(body, str):
-        try:
-            data = body.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise DecodeError(f"body holds a lone surrogate at index {exc.start}; not valid UTF-8") from None
-    elif isinstance(body, bytes):
-        data = body
-    elif isinstance(body, bytearray | memoryview):
-        data = bytes(body)
-    else:
-        raise DecodeError(f"body must be bytes or str, not {type(body).__name__}")
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise DecodeError(_bad_utf8(data) or f"body is not JSON: {exc}") from None
-    if type(doc) is not dict:
-        kind = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
-        raise DecodeError(f"body is JSON but {kind.get(type(doc), 'null')}, not an object")
-    if _LONG_DIGITS.search(data):
-        # orjson turns integers beyond 64 bits into floats; re-read them exactly.
-        doc = dict(json.loads(data, parse_constant=_reject_constant))
-    return doc
+    data = as_bytes(body)
+    doc, exact = loads_fast(data)
+    return doc if exact else exact_document(data, doc)
 
 
 def is_json_object(body: bytes) -> bool:
     """Whether ``body`` is one well-formed JSON object (valid UTF-8, strict JSON)."""
     try:
-        return type(orjson.loads(body)) is dict
-    except orjson.JSONDecodeError:
+        loads_fast(body)
+    except DecodeError:
         return False
+    return True
