@@ -1,0 +1,471 @@
+"""Amazon SQS transport (``sqs://``) with boto3.
+
+Why it looks the way it does:
+
+* **Contract.** The MessageBody is the envelope text, untouched; every send carries the SPEC
+  section 4 MessageAttributes from :mod:`babelq.bindings.sqs` (``bq-job``, ``bq-trace-id``...).
+  FIFO queues (``.fifo``) get ``MessageGroupId`` (configured group, else ``meta.sharding_key``,
+  else the queue name) and ``MessageDeduplicationId`` = ``meta.id`` unless the queue
+  deduplicates by content. A retry of a FIFO message uses ``<meta.id>-a<attempts>`` so the
+  dedup window does not swallow it.
+* **At-least-once.** A receive hides the message for the visibility timeout; ``ack`` deletes
+  it; a worker that dies simply lets the timeout lapse and SQS hands the message out again.
+  ``Delivery.attempts`` reconciles with ``ApproximateReceiveCount`` (max(body, count - 1)).
+* **Batches.** SendMessageBatch / DeleteMessageBatch (10 entries and 256 KiB per call) and
+  receives of up to 10 messages per call.
+* **Delays.** ``DelaySeconds`` (at most 900 s) on standard queues. Longer delays, and any
+  delay on a FIFO queue (SQS has no per-message delay there), add the attribute
+  ``bq-deliver-at`` (epoch ms, a babelq extension other SDKs ignore: they deliver such a
+  message early). On receipt a message whose ``bq-deliver-at`` is still ahead is not handed
+  out: on a standard queue it is re-sent with the remaining delay (up to 900 s) and the old
+  copy deleted; on a FIFO queue its visibility is extended to the due time (up to 12 h),
+  which also raises ``ApproximateReceiveCount``. ``release(delay_ms)`` changes the
+  visibility (at most 12 h).
+* **Threads.** One boto3 client per transport; boto3 clients are thread-safe, so a transport
+  may be shared by threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from babelq.bindings import sqs as binding
+from babelq.envelope import Envelope, decode
+from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
+
+log = logging.getLogger(__name__)
+
+#: babelq's own attribute for delays SQS cannot express natively (epoch ms).
+DELIVER_AT_ATTRIBUTE = "bq-deliver-at"
+MAX_BATCH_ENTRIES = 10
+MAX_BATCH_BYTES = 256 * 1024
+MAX_VISIBILITY_SECONDS = 43_200
+MAX_WAIT_SECONDS = 20
+#: Pause between short polls when less than a second of ``timeout`` is left.
+_SHORT_POLL = 0.1
+_BOOL_OPTIONS = ("create_queues", "content_based_dedup")
+_FLOAT_OPTIONS = ("visibility_timeout",)
+_STR_OPTIONS = (
+    "endpoint_url",
+    "region",
+    "group_id",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "profile",
+)
+
+
+class SQSError(BabelqError):
+    """SQS refused part of a batch, or a body cannot be carried by SQS."""
+
+
+@dataclass(slots=True, frozen=True)
+class _Receipt:
+    queue_url: str
+    handle: str
+
+
+@dataclass(slots=True, frozen=True)
+class _Entry:
+    """One message ready for SendMessage / SendMessageBatch."""
+
+    body: str
+    attributes: dict[str, dict[str, str]]
+    delay_seconds: int
+    fifo: dict[str, str]
+
+    def request(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"MessageBody": self.body, "MessageAttributes": self.attributes}
+        if self.delay_seconds:
+            out["DelaySeconds"] = self.delay_seconds
+        out.update(self.fifo)
+        return out
+
+    def weight(self) -> int:
+        size = len(self.body.encode("utf-8"))
+        for name, value in self.attributes.items():
+            size += len(name) + len(value["DataType"]) + len(value.get("StringValue", ""))
+        return size
+
+
+def physical_name(queue: str) -> str:
+    """The SQS queue name for a logical queue name.
+
+    SQS names allow only ``[A-Za-z0-9_-]`` plus one trailing ``.fifo``, so the standard's
+    ``<queue>.dlq`` cannot exist there. Like the other SDKs' SQS transports, the dead-letter
+    queue of ``orders`` is ``orders-dlq`` and of ``orders.fifo`` is ``orders-dlq.fifo``; any
+    other dot becomes a hyphen.
+    """
+    dlq = queue.endswith(".dlq")
+    stem = queue[:-4] if dlq else queue
+    fifo = binding.is_fifo(stem)
+    if fifo:
+        stem = stem[: -len(binding.FIFO_SUFFIX)]
+    name = stem.replace(".", "-") + ("-dlq" if dlq else "")
+    return name + binding.FIFO_SUFFIX if fifo else name
+
+
+def _flag(value: object) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def _chunks(entries: Sequence[_Entry]) -> Iterator[list[_Entry]]:
+    """Batches of at most 10 entries and 256 KiB."""
+    batch: list[_Entry] = []
+    weight = 0
+    for entry in entries:
+        size = entry.weight()
+        if batch and (len(batch) == MAX_BATCH_ENTRIES or weight + size > MAX_BATCH_BYTES):
+            yield batch
+            batch, weight = [], 0
+        batch.append(entry)
+        weight += size
+    if batch:
+        yield batch
+
+
+def _attributes_read_back(raw: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """MessageAttributes as sent ({DataType, StringValue}), without the empty list fields."""
+    out: dict[str, dict[str, str]] = {}
+    for name, value in raw.items():
+        item = {"DataType": value["DataType"]}
+        if "StringValue" in value:
+            item["StringValue"] = value["StringValue"]
+        out[name] = item
+    return out
+
+
+class SQSTransport(BaseTransport):
+    """SQS through one boto3 client; queue URLs are looked up by name (and created) once."""
+
+    scheme = "sqs"
+
+    def __init__(
+        self,
+        *,
+        client: Any = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        visibility_timeout: float | None = None,
+        create_queues: bool = True,
+        group_id: str | None = None,
+        content_based_dedup: bool = False,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        profile: str | None = None,
+    ) -> None:
+        if client is None:
+            import boto3  # lazy: only needed when this transport is used
+            from botocore.config import Config
+
+            session = boto3.session.Session(profile_name=profile)
+            client = session.client(
+                "sqs",
+                endpoint_url=endpoint_url,
+                region_name=region,
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key,
+                aws_session_token=aws_session_token,
+                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+            )
+        self._client = client
+        self.visibility_timeout = visibility_timeout
+        self.create_queues = create_queues
+        self.group_id = group_id
+        self.content_based_dedup = content_based_dedup
+        self._urls: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQSTransport:
+        """``sqs://[region]?endpoint_url=http://127.0.0.1:4566&region=eu-west-1&visibility_timeout=30``.
+
+        Other query keys: ``create_queues``, ``group_id``, ``content_based_dedup``,
+        ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``profile``.
+        Credentials default to boto3's chain (environment, profile, instance role).
+        """
+        parts = urlsplit(url)
+        merged: dict[str, Any] = dict(parse_qsl(parts.query))
+        if parts.hostname and "region" not in merged:
+            merged["region"] = parts.hostname
+        merged.update(options)
+        kwargs: dict[str, Any] = {}
+        for key, value in merged.items():
+            if key in _BOOL_OPTIONS:
+                kwargs[key] = value if isinstance(value, bool) else _flag(value)
+            elif key in _FLOAT_OPTIONS:
+                kwargs[key] = float(value)
+            elif key in _STR_OPTIONS or key == "client":
+                kwargs[key] = value
+            else:
+                raise ConfigurationError(f"{key}: not an option of the sqs transport")
+        return cls(**kwargs)
+
+    # -- queues -----------------------------------------------------------------------
+    def queue_url(self, queue: str) -> str:
+        """The URL of ``queue``, created when missing (``create_queues``)."""
+        url = self._urls.get(queue)
+        if url is not None:
+            return url
+        with self._lock:
+            url = self._urls.get(queue)
+            if url is None:
+                url = self._lookup(queue)
+                self._urls[queue] = url
+        return url
+
+    def _lookup(self, logical: str) -> str:
+        errors = self._client.exceptions
+        queue = physical_name(logical)
+        try:
+            found: str = self._client.get_queue_url(QueueName=queue)["QueueUrl"]
+            return found
+        except errors.QueueDoesNotExist:
+            if not self.create_queues:
+                raise ConfigurationError(f"queue: SQS queue {queue!r} does not exist") from None
+        attributes: dict[str, str] = {}
+        if binding.is_fifo(queue):
+            attributes["FifoQueue"] = "true"
+            if self.content_based_dedup:
+                attributes["ContentBasedDeduplication"] = "true"
+        created: str = self._client.create_queue(QueueName=queue, Attributes=attributes)["QueueUrl"]
+        log.info("sqs: created queue %s", queue)
+        return created
+
+    # -- sending ----------------------------------------------------------------------
+    def _entry(
+        self,
+        queue: str,
+        body: bytes,
+        envelope: Envelope | None,
+        delay_ms: int,
+        *,
+        dedup_suffix: str | None = None,
+        attributes: dict[str, dict[str, str]] | None = None,
+    ) -> _Entry:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SQSError("body: SQS carries text only; this body is not UTF-8") from None
+        if not text:
+            raise SQSError("body: SQS does not accept an empty message body")
+        doc: Envelope | None = envelope
+        if doc is None and attributes is None:
+            try:
+                doc = decode(body)
+            except DecodeError:
+                doc = None
+        attrs = (
+            dict(attributes) if attributes is not None else (binding.project(doc) if doc is not None else {})
+        )
+        attrs.pop(DELIVER_AT_ATTRIBUTE, None)
+        name = physical_name(queue)
+        fifo = binding.is_fifo(name)
+        native = 0 if fifo else binding.delay_seconds(delay_ms)
+        if delay_ms > 0 and (fifo or delay_ms > native * 1000):
+            attrs[DELIVER_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(_now_ms() + delay_ms)}
+        params: dict[str, str] = {}
+        if fifo:
+            params = binding.fifo_parameters(
+                name, doc or {}, group_id=self.group_id, content_based_dedup=self.content_based_dedup
+            )
+            if not self.content_based_dedup:
+                dedup = params.get("MessageDeduplicationId") or uuid.uuid4().hex
+                params["MessageDeduplicationId"] = dedup + (dedup_suffix or "")
+        return _Entry(text, attrs, native, params)
+
+    def _send(self, queue: str, entries: Sequence[_Entry]) -> None:
+        url = self.queue_url(queue)
+        if len(entries) == 1:
+            self._client.send_message(QueueUrl=url, **entries[0].request())
+            return
+        for chunk in _chunks(entries):
+            request = [{"Id": str(i), **entry.request()} for i, entry in enumerate(chunk)]
+            answer = self._client.send_message_batch(QueueUrl=url, Entries=request)
+            failed = answer.get("Failed") or []
+            if failed:
+                raise SQSError(f"SendMessageBatch to {queue!r}: {len(failed)} entries failed: {failed[:3]}")
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        self._send(queue, [self._entry(queue, body, envelope, delay_ms)])
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        if messages:
+            self._send(queue, [self._entry(queue, m.body, m.envelope, m.delay_ms) for m in messages])
+
+    # -- receiving --------------------------------------------------------------------
+    def _receive(self, url: str, count: int, wait: int) -> list[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "QueueUrl": url,
+            "MaxNumberOfMessages": count,
+            "WaitTimeSeconds": wait,
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp"],
+            "MessageAttributeNames": ["All"],
+        }
+        if self.visibility_timeout is not None:
+            request["VisibilityTimeout"] = math.ceil(self.visibility_timeout)
+        messages: list[dict[str, Any]] = self._client.receive_message(**request).get("Messages", [])
+        return messages
+
+    def _not_yet_due(self, queue: str, url: str, message: Mapping[str, Any]) -> bool:
+        """Hold back a message whose ``bq-deliver-at`` is ahead; re-delay it (see module doc)."""
+        due_raw = message.get("MessageAttributes", {}).get(DELIVER_AT_ATTRIBUTE, {}).get("StringValue")
+        try:
+            due = int(due_raw) if due_raw is not None else 0
+        except ValueError:
+            return False
+        remaining_ms = due - _now_ms()
+        if remaining_ms <= 0:
+            return False
+        handle = message["ReceiptHandle"]
+        if binding.is_fifo(physical_name(queue)):
+            seconds = min(math.ceil(remaining_ms / 1000), MAX_VISIBILITY_SECONDS)
+            self._client.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=seconds
+            )
+            return True
+        attributes = _attributes_read_back(message.get("MessageAttributes", {}))
+        entry = self._entry(queue, message["Body"].encode("utf-8"), None, remaining_ms, attributes=attributes)
+        self._send(queue, [entry])
+        self._client.delete_message(QueueUrl=url, ReceiptHandle=handle)
+        return True
+
+    def _delivery(self, queue: str, url: str, message: Mapping[str, Any]) -> Delivery:
+        system = message.get("Attributes", {})
+        raw_count = system.get("ApproximateReceiveCount")
+        sent = system.get("SentTimestamp")
+        return Delivery(
+            body=message["Body"].encode("utf-8"),
+            queue=queue,
+            receipt=_Receipt(url, message["ReceiptHandle"]),
+            delivery_count=int(raw_count) if raw_count is not None and raw_count.isdigit() else None,
+            headers=_attributes_read_back(message.get("MessageAttributes", {})),
+            stored_at=int(sent) if sent is not None and sent.isdigit() else None,
+            reconcile=functools.partial(binding.reconcile_attempts, approximate_receive_count=raw_count),
+        )
+
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        url = self.queue_url(queue)
+        deadline = time.monotonic() + timeout
+        out: list[Delivery] = []
+        while len(out) < max_messages:
+            remaining = deadline - time.monotonic()
+            # Long-poll whole seconds only, so a wait never overshoots ``timeout``; the rest is short polls.
+            wait = 0 if out or remaining <= 0 else min(int(remaining), MAX_WAIT_SECONDS)
+            want = min(max_messages - len(out), MAX_BATCH_ENTRIES)
+            messages = self._receive(url, want, wait)
+            if not messages and not out and wait == 0 and remaining > 0:
+                time.sleep(min(_SHORT_POLL, remaining))
+                continue
+            out.extend(
+                self._delivery(queue, url, m) for m in messages if not self._not_yet_due(queue, url, m)
+            )
+            if len(messages) < want and (out or time.monotonic() >= deadline):
+                break
+        return out
+
+    # -- settling ---------------------------------------------------------------------
+    @staticmethod
+    def _receipt(delivery: Delivery) -> _Receipt:
+        receipt = delivery.receipt
+        if not isinstance(receipt, _Receipt):
+            raise ConfigurationError("delivery: not reserved through an SQS transport")
+        return receipt
+
+    def ack(self, delivery: Delivery) -> None:
+        receipt = self._receipt(delivery)
+        self._client.delete_message(QueueUrl=receipt.queue_url, ReceiptHandle=receipt.handle)
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        by_queue: dict[str, list[str]] = {}
+        for delivery in deliveries:
+            receipt = self._receipt(delivery)
+            by_queue.setdefault(receipt.queue_url, []).append(receipt.handle)
+        for url, handles in by_queue.items():
+            for start in range(0, len(handles), MAX_BATCH_ENTRIES):
+                chunk = handles[start : start + MAX_BATCH_ENTRIES]
+                entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
+                failed = self._client.delete_message_batch(QueueUrl=url, Entries=entries).get("Failed") or []
+                if failed:
+                    raise SQSError(f"DeleteMessageBatch: {len(failed)} entries failed: {failed[:3]}")
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        """Visible again after ``delay_ms`` (0 = now; at most 12 h)."""
+        receipt = self._receipt(delivery)
+        seconds = min(math.ceil(max(delay_ms, 0) / 1000), MAX_VISIBILITY_SECONDS)
+        self._client.change_message_visibility(
+            QueueUrl=receipt.queue_url, ReceiptHandle=receipt.handle, VisibilityTimeout=seconds
+        )
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        """Send the new body (delayed) first, then delete the old message: never lost."""
+        suffix = None
+        if binding.is_fifo(physical_name(delivery.queue)):
+            try:
+                suffix = f"-a{decode(body).attempts}"
+            except DecodeError:
+                suffix = f"-{uuid.uuid4().hex[:12]}"
+        self._send(delivery.queue, [self._entry(delivery.queue, body, None, delay_ms, dedup_suffix=suffix)])
+        self.ack(delivery)
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        self._send(dlq, [self._entry(dlq, body, None, 0)])
+        self.ack(delivery)
+
+    # -- administration ---------------------------------------------------------------
+    def size(self, queue: str) -> int:
+        names = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed")
+        answer = self._client.get_queue_attributes(QueueUrl=self.queue_url(queue), AttributeNames=list(names))
+        attributes = answer.get("Attributes", {})
+        return sum(int(attributes.get(name, 0)) for name in names)
+
+    def purge(self, queue: str) -> None:
+        """PurgeQueue (everything, in flight included; AWS may take up to 60 s to finish).
+
+        SQS allows one purge per queue per 60 s; a second one within that window drains the
+        visible messages instead (receive + delete) and leaves in-flight ones alone.
+        """
+        url = self.queue_url(queue)
+        try:
+            self._client.purge_queue(QueueUrl=url)
+        except self._client.exceptions.PurgeQueueInProgress:
+            log.info("sqs: purge of %s already in progress; draining visible messages", queue)
+            while messages := self._receive(url, MAX_BATCH_ENTRIES, 0):
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                ]
+                self._client.delete_message_batch(QueueUrl=url, Entries=entries)
+
+    def delete_queues(self, names: Iterable[str]) -> None:
+        """Delete the named queues if they exist (test clean-up)."""
+        errors = self._client.exceptions
+        for name in names:
+            try:
+                url = (
+                    self._urls.pop(name, None)
+                    or self._client.get_queue_url(QueueName=physical_name(name))["QueueUrl"]
+                )
+                self._client.delete_queue(QueueUrl=url)
+            except errors.QueueDoesNotExist:
+                continue
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
