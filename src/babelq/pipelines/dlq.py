@@ -1,0 +1,191 @@
+"""Dead-letter triage and redrive: what failed and why, and putting chosen messages back.
+
+Triage reads a DLQ without consuming it (reserve everything, then release it) and counts
+messages by reason, cause, URN, error and original queue. Redrive takes the selected
+messages off the DLQ and re-publishes them to their original queue with
+:func:`~babelq.envelope.redrive` (attempts 0, ``dead_letter`` removed, ``trace_id`` and
+``meta.id`` kept, so a payment that was in fact posted is still deduplicated). Poison records
+are never redriven: their bytes are not an envelope a consumer could handle; they stay on
+the DLQ and are reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+
+from babelq.envelope import decode, redrive, urn_of
+from babelq.errors import DecodeError
+from babelq.transports import Delivery, Outgoing, Transport
+
+log = logging.getLogger(__name__)
+
+#: (reason, cause, urn, error, original_queue)
+TriageKey = tuple[str, str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """What a DLQ message says about itself."""
+
+    reason: str
+    cause: str
+    urn: str
+    error: str
+    original_queue: str
+    message_id: str
+    poison: bool
+
+    @property
+    def key(self) -> TriageKey:
+        return (self.reason, self.cause, self.urn, self.error, self.original_queue)
+
+
+def describe(body: bytes) -> DeadLetter:
+    """Read a DLQ body (an annotated envelope or a poison record); never raises."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return DeadLetter("unreadable", "", "", "not JSON", "", "", True)
+    if type(doc) is not dict:
+        return DeadLetter("unreadable", "", "", "not an object", "", "", True)
+    block = doc.get("dead_letter")
+    block = block if type(block) is dict else {}
+    meta = doc.get("meta")
+    raw_id = meta.get("id") if type(meta) is dict else None
+    message_id = raw_id if type(raw_id) is str else ""
+    reason = str(block.get("reason") or "")
+    poison = reason == "poison" or "original" in block
+    error = str(block.get("error") or "")
+    return DeadLetter(
+        reason=reason, cause=str(block.get("cause") or ""), urn=urn_of(doc), error=_short(error),
+        original_queue=str(block.get("original_queue") or ""), message_id=message_id, poison=poison,
+    )
+
+
+def _short(error: str, limit: int = 80) -> str:
+    first = error.splitlines()[0] if error else ""
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _reserve_all(transport: Transport, dlq: str, chunk: int = 1_000) -> list[Delivery]:
+    held: list[Delivery] = []
+    while True:
+        got = transport.reserve(dlq, max_messages=chunk, timeout=0.0)
+        if not got:
+            return held
+        held.extend(got)
+
+
+@dataclass(slots=True)
+class Triage:
+    dlq: str
+    total: int = 0
+    rows: Counter[TriageKey] = field(default_factory=Counter)
+    distinct_ids: int = 0
+
+    def by(self, index: int) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for key, n in self.rows.items():
+            out[key[index]] += n
+        return out
+
+    def table(self) -> str:
+        """A fixed-width text table, most frequent first."""
+        header = ("count", "reason", "cause", "urn", "queue", "error")
+        lines = [header]
+        for (reason, cause, urn, error, queue), n in self.rows.most_common():
+            lines.append((str(n), reason or "-", cause or "-", urn or "-", queue or "-", error or "-"))
+        widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+        return "\n".join(
+            "  ".join(col.rjust(widths[0]) if i == 0 else (col.ljust(widths[i]) if i < len(widths) else col)
+                      for i, col in enumerate(line))
+            for line in lines
+        ) + f"\n{self.total} dead letters on {self.dlq} ({self.distinct_ids} distinct meta.id)"
+
+
+def triage(transport: Transport, dlq: str) -> Triage:
+    """Count the messages on ``dlq`` by reason, cause, URN, error and queue (they stay on it)."""
+    held = _reserve_all(transport, dlq)
+    result = Triage(dlq)
+    ids: set[str] = set()
+    try:
+        for delivery in held:
+            info = describe(delivery.body)
+            result.rows[info.key] += 1
+            if info.message_id:
+                ids.add(info.message_id)
+        result.total = len(held)
+        result.distinct_ids = len(ids)
+    finally:
+        for delivery in held:
+            transport.release(delivery)
+    return result
+
+
+@dataclass(slots=True)
+class RedriveResult:
+    redriven: int = 0
+    poison_kept: int = 0
+    not_selected: int = 0
+    to_queues: Counter[str] = field(default_factory=Counter)
+
+
+def selector(*, reason: str | None = None, cause: str | None = None, urn: str | None = None,
+             message_ids: set[str] | None = None) -> Callable[[DeadLetter], bool]:
+    """A predicate choosing dead letters by any combination of reason, cause, URN and ids."""
+    def chosen(info: DeadLetter) -> bool:
+        return ((reason is None or info.reason == reason) and (cause is None or info.cause == cause)
+                and (urn is None or info.urn == urn)
+                and (message_ids is None or info.message_id in message_ids))
+    return chosen
+
+
+def redrive_messages(transport: Transport, dlq: str, choose: Callable[[DeadLetter], bool], *,
+                     limit: int | None = None, default_queue: str | None = None) -> RedriveResult:
+    """Move the chosen dead letters back to their original queue (poison records stay, reported)."""
+    held = _reserve_all(transport, dlq)
+    result = RedriveResult()
+    done: list[Delivery] = []
+    keep: list[Delivery] = []
+    outgoing: dict[str, list[Outgoing]] = {}
+    for delivery in held:
+        info = describe(delivery.body)
+        if not choose(info) or (limit is not None and result.redriven >= limit):
+            result.not_selected += 1
+            keep.append(delivery)
+            continue
+        if info.poison:
+            result.poison_kept += 1
+            keep.append(delivery)
+            continue
+        target = info.original_queue or default_queue
+        try:
+            env = decode(delivery.body)
+        except DecodeError:
+            env = None
+        if env is None or not target:
+            result.poison_kept += 1
+            keep.append(delivery)
+            continue
+        outgoing.setdefault(target, []).append(Outgoing(redrive(env).encode()))
+        done.append(delivery)
+        result.redriven += 1
+        result.to_queues[target] += 1
+    try:
+        for queue, messages in outgoing.items():
+            transport.publish_many(queue, messages)
+        transport.ack_many(done)
+    finally:
+        for delivery in keep:
+            transport.release(delivery)
+    if result.poison_kept:
+        log.warning("dlq %s: %d poison records cannot be redriven (their bytes are not an envelope)",
+                    dlq, result.poison_kept)
+    return result
+
+

@@ -1,0 +1,208 @@
+"""Service B as a Spark Structured Streaming query: consume, settle exactly once, stop when drained.
+
+The query reads the queue through the ``babelq`` source (acks after each micro-batch
+commits) and hands every micro-batch to :func:`process_batch`: duplicates of one ``meta.id``
+inside the batch are flagged in Spark, then each partition is settled by
+:func:`~babelq.pipelines.settle_partition.settle_partition` (ledger + processed ids in one
+transaction, DLQ and retries published in batches). One Spark action per micro-batch.
+
+:func:`settle` runs the query with a processing-time trigger and stops it once the queue is
+drained: the last finished micro-batch was empty (the source's flush batch, so everything
+before it is acked) and nothing is waiting on the queue (delayed retries count as waiting).
+Re-running with the same checkpoint continues where the last run stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from babelq.errors import BabelqError
+from babelq.pipelines.settle_partition import OUTCOME_SCHEMA, SettleConfig, settle_partition
+from babelq.transports import open_transport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class SettleStats:
+    """What the query did, accumulated over micro-batches (driver side, thread-safe)."""
+
+    batches: int = 0
+    messages: int = 0
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    last_batch_rows: int = -1
+    last_batch_at: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, counts: dict[tuple[str, str], int]) -> None:
+        rows = sum(counts.values())
+        with self.lock:
+            self.batches += 1
+            self.messages += rows
+            self.outcomes.update(counts)
+            self.last_batch_rows = rows
+            self.last_batch_at = time.monotonic()
+
+    def count(self, outcome: str, cause: str | None = None) -> int:
+        return sum(n for (o, c), n in self.outcomes.items() if o == outcome and (cause is None or c == cause))
+
+
+class InjectedCrashError(BabelqError):
+    """Raised by the test hook ``fail_after_batches`` to kill a query mid-run."""
+
+
+def mark_duplicates(df: Any) -> Any:
+    """``df`` with ``dup_in_batch``: true for every copy of a ``meta.id`` after the first in this batch."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as sf
+
+    message_id = sf.get_json_object(sf.col("body").cast("string"), "$.meta.id")
+    keyed = df.select("body", message_id.alias("_id"), sf.monotonically_increasing_id().alias("_n"))
+    first = Window.partitionBy("_id").orderBy("_n")
+    return keyed.select(
+        "body", (sf.col("_id").isNotNull() & (sf.row_number().over(first) > 1)).alias("dup_in_batch")
+    )
+
+
+def process_batch(
+    df: Any, batch_id: int, *, config: SettleConfig, stats: SettleStats, fail_after_batches: int | None = None
+) -> None:
+    """foreachBatch body: settle one micro-batch (one Spark action)."""
+    from pyspark.sql import functions as sf
+
+    started = time.perf_counter()
+    rows = (
+        mark_duplicates(df)
+        .mapInArrow(partial(settle_partition, config=config), OUTCOME_SCHEMA)
+        .groupBy("outcome", sf.coalesce("cause", sf.lit("")).alias("cause"))
+        .count()
+        .collect()
+    )
+    counts = {(r["outcome"], r["cause"]): int(r["count"]) for r in rows}
+    stats.record(counts)
+    n = sum(counts.values())
+    seconds = time.perf_counter() - started
+    if n:
+        log.info(
+            "settle batch %d: %d messages in %.2f s (%.0f msg/s) %s",
+            batch_id,
+            n,
+            seconds,
+            n / seconds if seconds else 0.0,
+            {f"{o}/{c}" if c else o: k for (o, c), k in counts.items()},
+        )
+    if fail_after_batches is not None and stats.batches >= fail_after_batches:
+        raise InjectedCrashError(f"test hook: stopping the query after {stats.batches} batches")
+
+
+def _source_idle(query: Any, stats: SettleStats) -> bool:
+    """Nothing in flight and nothing unacked: no trigger is running, and either the last
+    micro-batch was empty (the source's flush batch: planning it acked everything before) or
+    no batch ran at all and the last trigger found no data."""
+    status = query.status
+    if status.get("isTriggerActive") or status.get("isDataAvailable"):
+        return False
+    with stats.lock:
+        if stats.batches == 0:
+            return bool(status.get("message") == "Waiting for data to arrive")
+        return stats.last_batch_rows == 0
+
+
+@dataclass(slots=True)
+class SettleRun:
+    stats: SettleStats
+    seconds: float
+    drained: bool
+
+
+def settle(
+    spark: Any,
+    *,
+    url: str,
+    queue: str,
+    ledger: str | Path,
+    checkpoint: str | Path,
+    ledger_prefix: str = "",
+    max_attempts: int = 3,
+    retry_delay_ms: int = 1_000,
+    max_messages_per_batch: int = 20_000,
+    num_partitions: int = 2,
+    visibility_timeout: float = 300.0,
+    timeout: float = 600.0,
+    stats: SettleStats | None = None,
+    fail_after_batches: int | None = None,
+    on_poll: Callable[[SettleStats], None] | None = None,
+) -> SettleRun:
+    """Consume ``queue`` until it is drained (or ``timeout`` seconds pass) and settle every message.
+
+    Raises the query's error if it dies (e.g. :class:`InjectedCrashError` from the test hook);
+    the checkpoint then lets the next call continue.
+    """
+    from babelq.spark.datasource import register
+
+    register(spark)
+    config = SettleConfig(
+        url=url,
+        queue=queue,
+        ledger=str(ledger),
+        ledger_prefix=ledger_prefix,
+        max_attempts=max_attempts,
+        retry_delay_ms=retry_delay_ms,
+    )
+    stats = stats or SettleStats()
+    stream = (
+        spark.readStream.format("babelq")
+        .option("url", url)
+        .option("queue", queue)
+        .option("maxMessagesPerBatch", str(max_messages_per_batch))
+        .option("numPartitions", str(num_partitions))
+        .option("visibilityTimeout", str(visibility_timeout))
+        .load()
+    )
+    handler = partial(process_batch, config=config, stats=stats, fail_after_batches=fail_after_batches)
+    started = time.monotonic()
+    query = (
+        stream.writeStream.foreachBatch(handler)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .queryName(f"babelq-settle-{queue}")
+        .start()
+    )
+    transport = open_transport(url)
+    drained = False
+    idle_polls = 0
+    try:
+        while query.isActive:
+            try:
+                if query.awaitTermination(0.25):
+                    break
+            except Exception:  # the query died; its error is re-raised below from query.exception()
+                break
+            if on_poll is not None:
+                on_poll(stats)
+            if _source_idle(query, stats) and transport.size(queue) == 0:
+                idle_polls += 1
+                if idle_polls >= 2:
+                    drained = True
+                    break
+            else:
+                idle_polls = 0
+            if time.monotonic() - started > timeout:
+                log.warning("settle: timeout after %.0f s with messages still on %s", timeout, queue)
+                break
+    finally:
+        transport.close()
+        if query.isActive:
+            query.stop()
+    error = query.exception()
+    if error is not None:
+        raise BabelqError(f"settle query failed: {error}") from None
+    return SettleRun(stats, time.monotonic() - started, drained)
