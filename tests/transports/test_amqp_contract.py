@@ -400,7 +400,7 @@ def test_a_dropped_connection_is_replaced_and_stale_settles_are_ignored(
     first, second = _envelope(unique_queue, 1), _envelope(unique_queue, 2)
     transport.publish(unique_queue, first.encode(), envelope=first)
     [held] = transport.reserve(unique_queue, timeout=5)
-    transport._connection._impl._transport._sock.shutdown(socket.SHUT_RDWR)  # the network goes away
+    transport._connection._sock.shutdown(socket.SHUT_RDWR)  # the network goes away
 
     transport.publish(unique_queue, second.encode(), envelope=second)  # reconnects, publishes
     transport.ack(held)  # belongs to the dead channel: a logged no-op, the broker requeued it

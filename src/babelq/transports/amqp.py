@@ -1,4 +1,4 @@
-"""RabbitMQ transport (``amqp://``, ``amqps://``) over AMQP 0-9-1 with pika.
+"""RabbitMQ transport (``amqp://``, ``amqps://``) over AMQP 0-9-1 with babelq's own lean client.
 
 Why it looks the way it does:
 
@@ -19,7 +19,11 @@ Why it looks the way it does:
   ``x-message-ttl`` dead-letters the message back to the work queue through the default
   exchange. Delays are rounded *up* to two significant digits (never early, at most ~10%
   late), which keeps the number of holding queues bounded.
-* **Threads.** pika's ``BlockingConnection`` is not thread-safe. One transport owns one
+* **Speed.** The client (:mod:`babelq.transports.amqp_client`) parses whole socket reads,
+  keeps each delivery's properties as raw bytes (decoded on first read of
+  ``Delivery.headers``) and writes a batch of publishes or acks with one ``sendall``; pika
+  spent most of a consumer's CPU decoding frames.
+* **Threads.** The client connection is not thread-safe. One transport owns one
   connection and serialises every call with a lock, so it may be shared by threads (they take
   turns); for parallel throughput open one transport per thread. A delivery must be settled
   through the transport that reserved it.
@@ -33,19 +37,28 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from babelq.bindings import rabbitmq as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.transports.amqp_client import (
+    AMQPConnectionError,
+    Channel,
+    ChannelClosedByBrokerError,
+    ChannelStateError,
+    Connection,
+    ConnectionParameters,
+    Message,
+)
+from babelq.transports.amqp_protocol import BasicProperties
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-#: URL query keys this transport consumes itself; the rest go to pika.
+#: URL query keys this transport consumes itself; the rest are connection options (heartbeat...).
 _OWN_OPTIONS = ("prefetch", "reserve_mode", "max_priority", "queue_type", "confirm_timeout")
 _RESERVE_MODES = ("consume", "get")
 #: One blocking wait inside ``reserve`` holds the lock at most this long (other threads take turns).
@@ -76,17 +89,15 @@ def holding_queue_name(queue: str, bucket_ms: int) -> str:
     return f"{queue}.delay.{bucket_ms}"
 
 
-@dataclass(slots=True, frozen=True)
-class _Receipt:
-    """Which channel incarnation a delivery came from, its tag, and its properties."""
+class _Receipt(NamedTuple):
+    """Which channel incarnation a delivery came from, its tag, and its encoded properties.
+
+    A named tuple, not a dataclass: one is built per delivery and a tuple is the cheapest.
+    """
 
     generation: int
     tag: int
-    properties: Any
-
-
-def _noop() -> None:
-    return None
+    properties: bytes
 
 
 _PROPERTY_NAMES = (
@@ -106,7 +117,7 @@ _PROPERTY_NAMES = (
 )
 
 
-def _properties_dict(props: Any) -> dict[str, Any]:
+def _properties_dict(props: BasicProperties) -> dict[str, Any]:
     """The AMQP basic properties that are set, as a plain mapping (``headers`` is the table)."""
     out: dict[str, Any] = {}
     for name in _PROPERTY_NAMES:
@@ -118,21 +129,21 @@ def _properties_dict(props: Any) -> dict[str, Any]:
 
 
 class _Properties(Mapping[str, Any]):
-    """``Delivery.headers`` for AMQP: the properties mapping, built only when first read.
+    """``Delivery.headers`` for AMQP: the properties mapping, decoded only when first read.
 
-    Most consumers route on the body and never look, so the hot path skips the copy.
+    Most consumers route on the body and never look, so the hot path skips the decoding.
     """
 
-    __slots__ = ("_props", "_view")
+    __slots__ = ("_raw", "_view")
 
-    def __init__(self, props: Any) -> None:
-        self._props = props
-        self._view: dict[str, Any] | None = None
+    def __init__(self, raw: bytes, decoded: BasicProperties | None = None) -> None:
+        self._raw = raw
+        self._view: dict[str, Any] | None = None if decoded is None else _properties_dict(decoded)
 
     def _mapping(self) -> dict[str, Any]:
         view = self._view
         if view is None:
-            view = self._view = _properties_dict(self._props)
+            view = self._view = _properties_dict(BasicProperties.decode(self._raw))
         return view
 
     def __getitem__(self, key: str) -> Any:
@@ -152,16 +163,47 @@ class _Properties(Mapping[str, Any]):
     def __repr__(self) -> str:
         return repr(self._mapping())
 
+    def reconcile(self, body_attempts: int) -> int:
+        """``Delivery.reconcile``: the binding's rule, given the header table (decoded only if read)."""
+        return binding.reconcile_attempts(body_attempts, headers=_HeaderTable(self))
+
+
+class _HeaderTable(Mapping[str, Any]):
+    """The ``headers`` table of a :class:`_Properties`, decoded on first read (for ``reconcile``)."""
+
+    __slots__ = ("_properties",)
+
+    def __init__(self, properties: _Properties) -> None:
+        self._properties = properties
+
+    def _table(self) -> Mapping[str, Any]:
+        table: Mapping[str, Any] = self._properties["headers"]
+        return table
+
+    def __getitem__(self, key: str) -> Any:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+#: how the key ``x-delivery-count`` looks inside an encoded header table (length octet + name)
+_DELIVERY_COUNT_KEY = b"\x10x-delivery-count"
+
 
 def _delivery_count(redelivered: bool, native: object) -> int:
     """Quorum queues count returns in ``x-delivery-count``; classic ones only flag a redelivery."""
-    if isinstance(native, int) and not isinstance(native, bool) and native >= 0:  # pika may decode a long
+    if isinstance(native, int) and not isinstance(native, bool) and native >= 0:
         return int(native) + 1
     return 2 if redelivered else 1
 
 
 class AMQPTransport(BaseTransport):
-    """RabbitMQ through one pika ``BlockingConnection`` (two channels: work and declarations)."""
+    """RabbitMQ through one client :class:`~babelq.transports.amqp_client.Connection` (two channels:
+    work and declarations)."""
 
     scheme = "amqp"
 
@@ -181,10 +223,7 @@ class AMQPTransport(BaseTransport):
             raise ConfigurationError(f"reserve_mode: must be one of {_RESERVE_MODES}, got {reserve_mode!r}")
         if max_priority is not None and not 1 <= max_priority <= 255:
             raise ConfigurationError(f"max_priority: must be within 1..255, got {max_priority}")
-        import pika  # lazy: the optional dependency is only needed when this transport is used
-
-        self._pika = pika
-        self._params = pika.URLParameters(url)
+        self._params = ConnectionParameters.from_url(url)
         self.url = url
         self.prefetch = prefetch
         self.reserve_mode = reserve_mode
@@ -196,19 +235,14 @@ class AMQPTransport(BaseTransport):
             self._queue_args["x-queue-type"] = queue_type
         self.store_host = f"{self._params.host}:{self._params.port}"
         self._lock = threading.RLock()
-        self._connection: Any = None
-        self._channel: Any = None  # deliveries, publishes (confirm mode), acks
-        self._admin: Any = None  # declarations; a failed declare only closes this one
+        self._connection: Connection | None = None
+        self._channel: Channel | None = None  # deliveries, publishes (confirm mode), acks
+        self._admin: Channel | None = None  # declarations; a failed declare only closes this one
         self._generation = 0
         self._declared: set[str] = set()
         self._holding: dict[str, set[str]] = {}
         self._consumers: dict[str, str] = {}
-        self._buffers: dict[str, deque[tuple[Any, Any, bytes]]] = {}
-        self._outstanding: set[int] = set()
-        self._next_seq = 1
-        self._pending: set[int] = set()
-        self._nacked = 0
-        self._returned = 0
+        self._buffers: dict[str, deque[Message]] = {}
         self._closed = False
 
     @classmethod
@@ -216,16 +250,18 @@ class AMQPTransport(BaseTransport):
         """``amqp://user:pass@host:port/vhost?prefetch=256&heartbeat=30&reserve_mode=consume``.
 
         ``prefetch``, ``reserve_mode``, ``max_priority``, ``queue_type`` (e.g. ``quorum``) and
-        ``confirm_timeout`` are read here; every other query key (``heartbeat``,
-        ``connection_attempts``, ``ssl_options``...) is pika's.
+        ``confirm_timeout`` are read here; the other query keys are connection options
+        (``heartbeat``, ``frame_max``, ``connection_attempts``, ``retry_delay``, ``socket_timeout``,
+        ``rpc_timeout``, ``channel_max``, ``locale``: see
+        :class:`~babelq.transports.amqp_client.ConnectionParameters`); anything else is refused.
         """
         parts = urlsplit(url)
-        pika_query: list[tuple[str, str]] = []
+        connection_query: list[tuple[str, str]] = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key in _OWN_OPTIONS:
                 options.setdefault(key, value)
             else:
-                pika_query.append((key, value))
+                connection_query.append((key, value))
         kwargs: dict[str, Any] = {}
         for key, value in options.items():
             if key in ("prefetch", "max_priority"):
@@ -236,35 +272,31 @@ class AMQPTransport(BaseTransport):
                 kwargs[key] = str(value)
             else:
                 raise ConfigurationError(f"{key}: not an option of the amqp transport")
-        pika_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(pika_query), ""))
-        return cls(pika_url, **kwargs)
+        connection_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(connection_query), ""))
+        return cls(connection_url, **kwargs)
 
     # -- connection -------------------------------------------------------------------
-    def _open(self) -> Any:
+    def _open(self) -> Channel:
         """The work channel, (re)connecting when needed. Caller holds the lock."""
         if self._closed:
             raise ConfigurationError("transport: this AMQP transport is closed")
         channel = self._channel
-        if channel is not None and channel.is_open and self._connection.is_open:
+        if (
+            channel is not None
+            and channel.is_open
+            and self._connection is not None
+            and self._connection.is_open
+        ):
             return channel
         self._reset()
-        connection = self._pika.BlockingConnection(self._params)
-        channel = connection.channel()
-        channel.basic_qos(prefetch_count=self.prefetch)
-        selected: list[bool] = []
-
-        def on_select_ok(_frame: Any) -> None:
-            selected.append(True)
-            connection.call_later(0, _noop)
-
-        channel._impl.confirm_delivery(ack_nack_callback=self._on_confirm, callback=on_select_ok)
-        channel._impl.add_on_return_callback(self._on_return)
-        deadline = time.monotonic() + self.confirm_timeout
-        while not selected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AMQPPublishError("broker did not acknowledge confirm.select")
-            connection.process_data_events(time_limit=remaining)
+        connection = Connection(self._params)
+        try:
+            channel = connection.channel()
+            channel.qos(self.prefetch)
+            channel.confirm_select()
+        except BaseException:
+            connection.abort()
+            raise
         self._connection = connection
         self._channel = channel
         self._generation += 1
@@ -273,31 +305,29 @@ class AMQPTransport(BaseTransport):
     def _reset(self) -> None:
         """Forget a broken connection: its unacked deliveries are already back on their queues."""
         if self._connection is not None:
-            try:
-                if self._connection.is_open:
-                    self._connection.close()
-            except Exception:  # closing a broken connection may fail; nothing to recover
-                log.debug("amqp: error while closing a broken connection", exc_info=True)
+            self._connection.close()  # never raises: a broken connection is just dropped
         self._connection = None
         self._channel = None
         self._admin = None
         self._consumers.clear()
         self._buffers.clear()
-        self._outstanding.clear()
-        self._pending.clear()
-        self._next_seq = 1
-        self._nacked = 0
-        self._returned = 0
 
-    def _admin_channel(self) -> Any:
+    def _admin_channel(self) -> Channel:
         self._open()
+        assert self._connection is not None
         if self._admin is None or not self._admin.is_open:
             self._admin = self._connection.channel()
         return self._admin
 
-    def _connection_errors(self) -> tuple[type[BaseException], ...]:
-        exceptions = self._pika.exceptions
-        return (exceptions.AMQPConnectionError, exceptions.ChannelWrongStateError, exceptions.StreamLostError)
+    def _live_connection(self) -> Connection:
+        connection = self._connection
+        if connection is None:
+            raise AMQPConnectionError("not connected")
+        return connection
+
+    @staticmethod
+    def _connection_errors() -> tuple[type[BaseException], ...]:
+        return (AMQPConnectionError, ChannelStateError)
 
     def _with_reconnect(self, operation: Callable[[], Any]) -> Any:
         """Run ``operation``; after a dropped connection, reconnect and run it once more."""
@@ -314,14 +344,13 @@ class AMQPTransport(BaseTransport):
         if queue in self._declared:
             return
         args = dict(self._queue_args if arguments is None else arguments)
-        exceptions = self._pika.exceptions
         try:
-            self._admin_channel().queue_declare(queue=queue, durable=True, arguments=args or None)
-        except exceptions.ChannelClosedByBroker as exc:
+            self._admin_channel().queue_declare(queue, durable=True, arguments=args or None)
+        except ChannelClosedByBrokerError as exc:
             if exc.reply_code != 406:
                 raise
             log.warning("amqp: queue %r exists with other arguments (%s); using it as is", queue, exc)
-            self._admin_channel().queue_declare(queue=queue, passive=True)
+            self._admin_channel().queue_declare(queue, passive=True)
         self._declared.add(queue)
 
     def _target(self, queue: str, delay_ms: int) -> str:
@@ -339,22 +368,8 @@ class AMQPTransport(BaseTransport):
         return name
 
     # -- publishing -------------------------------------------------------------------
-    def _on_confirm(self, frame: Any) -> None:
-        method = frame.method
-        tag: int = method.delivery_tag
-        done = {seq for seq in self._pending if seq <= tag} if method.multiple else {tag} & self._pending
-        self._pending -= done
-        if method.NAME == "Basic.Nack":
-            self._nacked += len(done)
-        if not self._pending and self._connection is not None:
-            self._connection.call_later(0, _noop)  # wake the waiting process_data_events
-
-    def _on_return(self, _channel: Any, method: Any, _props: Any, _body: bytes) -> None:
-        log.error("amqp: message returned by broker: %s %s", method.reply_code, method.reply_text)
-        self._returned += 1
-
-    def properties(self, body: bytes, envelope: Envelope | None = None) -> Any:
-        """The pika ``BasicProperties`` for ``body``: the binding's projection (SPEC section 4).
+    def properties(self, body: bytes, envelope: Envelope | None = None) -> BasicProperties:
+        """The AMQP basic properties for ``body``: the binding's projection (SPEC section 4).
 
         A body that is not an envelope (a poison record on a DLQ) still gets the fixed part
         (content type, persistence, app id) so it is stored durably.
@@ -372,36 +387,26 @@ class AMQPTransport(BaseTransport):
             projected = {}
         if not projected:
             projected = {"app_id": "babelqueue", "content_type": "application/json", "delivery_mode": 2}
-        return self._pika.BasicProperties(**projected)
+        return BasicProperties(**projected)
 
-    def _publish_confirmed(self, items: Sequence[tuple[str, bytes, Any]]) -> None:
-        """Publish ``(routing_key, body, properties)`` items, then wait for every confirm."""
+    def _publish_confirmed(self, items: Sequence[tuple[str, bytes, bytes]]) -> None:
+        """Publish ``(routing_key, body, encoded properties)`` items in one write, then await the confirms."""
         channel = self._open()
-        impl = channel._impl
-        self._nacked = self._returned = 0
-        for routing_key, body, props in items:
-            impl.basic_publish(
-                exchange="", routing_key=routing_key, body=body, properties=props, mandatory=True
-            )
-            self._pending.add(self._next_seq)
-            self._next_seq += 1
-        deadline = time.monotonic() + self.confirm_timeout
-        while self._pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AMQPPublishError(
-                    f"{len(self._pending)} message(s) not confirmed in {self.confirm_timeout}s"
-                )
-            self._connection.process_data_events(time_limit=remaining)
-        if self._nacked or self._returned:
+        channel.nacked = channel.returned = 0  # counts left by an earlier batch that timed out
+        channel.publish_many(items, mandatory=True)
+        try:
+            nacked, returned = channel.wait_for_confirms(self.confirm_timeout)
+        except TimeoutError as exc:
+            raise AMQPPublishError(str(exc)) from exc
+        if nacked or returned:
             raise AMQPPublishError(
-                f"broker refused {self._nacked} and returned {self._returned} of {len(items)} message(s)"
+                f"broker refused {nacked} and returned {returned} of {len(items)} message(s)"
             )
 
     def publish(
         self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
     ) -> None:
-        props = self.properties(body, envelope)
+        props = self.properties(body, envelope).encode()
         with self._lock:
             self._with_reconnect(
                 lambda: self._publish_confirmed([(self._target(queue, delay_ms), body, props)])
@@ -410,7 +415,7 @@ class AMQPTransport(BaseTransport):
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         if not messages:
             return
-        prepared = [(m.delay_ms, m.body, self.properties(m.body, m.envelope)) for m in messages]
+        prepared = [(m.delay_ms, m.body, self.properties(m.body, m.envelope).encode()) for m in messages]
         with self._lock:
 
             def run() -> None:
@@ -425,59 +430,52 @@ class AMQPTransport(BaseTransport):
             self._with_reconnect(run)
 
     # -- reserving --------------------------------------------------------------------
-    def _consume(self, queue: str) -> deque[tuple[Any, Any, bytes]]:
+    def _consume(self, queue: str) -> deque[Message]:
         """The local buffer of ``queue``'s consumer, starting the consumer on first use.
 
-        The consumer is registered on pika's channel implementation, not the blocking
-        wrapper: deliveries go straight into the buffer while frames are read (the wrapper's
-        per-message event queue costs about a tenth of the consume throughput). The first
-        message into an empty buffer schedules a no-op timer so a waiting
-        ``process_data_events`` returns at once.
+        The client appends each delivery to this deque while it parses a socket read; a tag is
+        unsettled on the channel from the moment it arrives, handed out or not.
         """
         channel = self._open()
         buffer = self._buffers.get(queue)
         if buffer is None:
             self._declare(queue)
-            buffer = self._buffers[queue] = deque()
-            outstanding = self._outstanding
-            connection = self._connection
-
-            def on_message(_channel: Any, method: Any, props: Any, body: bytes) -> None:
-                outstanding.add(method.delivery_tag)  # unsettled from now on, even before it is handed out
-                buffer.append((method, props, body))
-                if len(buffer) == 1:
-                    connection.call_later(0, _noop)
-
-            self._consumers[queue] = channel._impl.basic_consume(queue, on_message, auto_ack=False)
+            tag, buffer = channel.basic_consume(queue)
+            self._consumers[queue] = tag
+            self._buffers[queue] = buffer
         return buffer
 
-    def _delivery(self, queue: str, method: Any, props: Any, body: bytes) -> Delivery:
-        table: Mapping[str, Any] = props.headers or {}
-        native = table.get("x-delivery-count") if table else None
+    def _delivery(self, queue: str, message: Message) -> Delivery:
+        raw = message.properties
+        native: object = None
+        decoded: BasicProperties | None = None
+        if _DELIVERY_COUNT_KEY in raw:  # only quorum queues add it; the scan is cheap, a decode is not
+            decoded = BasicProperties.decode(raw)
+            native = (decoded.headers or {}).get("x-delivery-count")
+        properties = _Properties(raw, decoded)
         return Delivery(
-            body=body,
+            body=message.body,
             queue=queue,
-            receipt=_Receipt(self._generation, method.delivery_tag, props),
-            delivery_count=_delivery_count(method.redelivered, native),
-            headers=_Properties(props),
+            receipt=_Receipt(self._generation, message.delivery_tag, raw),
+            delivery_count=_delivery_count(message.redelivered, native),
+            headers=properties,
             store_host=self.store_host,
-            reconcile=functools.partial(binding.reconcile_attempts, headers=table),
+            reconcile=properties.reconcile,
         )
 
     def _reserve_consume(self, queue: str, max_messages: int, deadline: float) -> list[Delivery]:
         buffer = self._consume(queue)
+        connection = self._live_connection()
         if len(buffer) < max_messages:
-            self._connection.process_data_events(time_limit=0)
+            connection.process(0)
         while not buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._connection.process_data_events(time_limit=min(remaining, _WAIT_SLICE))
-        out: list[Delivery] = []
-        while buffer and len(out) < max_messages:
-            method, props, body = buffer.popleft()
-            out.append(self._delivery(queue, method, props, body))
-        return out
+            connection.process(min(remaining, _WAIT_SLICE))
+        take = min(len(buffer), max_messages)
+        pop = buffer.popleft
+        return [self._delivery(queue, pop()) for _ in range(take)]
 
     def _reserve_get(self, queue: str, max_messages: int, deadline: float) -> list[Delivery]:
         channel = self._open()
@@ -485,15 +483,14 @@ class AMQPTransport(BaseTransport):
         out: list[Delivery] = []
         pause = 0.01
         while len(out) < max_messages:
-            method, props, body = channel.basic_get(queue, auto_ack=False)
-            if method is not None:
-                self._outstanding.add(method.delivery_tag)
-                out.append(self._delivery(queue, method, props, body))
+            message = channel.basic_get(queue)
+            if message is not None:
+                out.append(self._delivery(queue, message))
                 continue
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
                 break
-            self._connection.sleep(min(pause, remaining))
+            self._live_connection().sleep(min(pause, remaining))
             pause = min(pause * 2, _WAIT_SLICE)
         return out
 
@@ -528,9 +525,8 @@ class AMQPTransport(BaseTransport):
     def ack(self, delivery: Delivery) -> None:
         with self._lock:
             tag = self._live_tag(delivery)
-            if tag is not None:
-                self._channel.basic_ack(delivery_tag=tag)
-                self._outstanding.discard(tag)
+            if tag is not None and self._channel is not None:
+                self._channel.ack(tag)
 
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         with self._lock:
@@ -540,27 +536,35 @@ class AMQPTransport(BaseTransport):
             self._ack_tags(tags)
 
     def _ack_tags(self, tags: set[int]) -> None:
-        """Ack ``tags``; one ``multiple`` frame when they are every unsettled tag up to the highest."""
+        """Ack ``tags``; one ``multiple`` frame when they are every unsettled tag up to the highest.
+
+        Tags the channel no longer holds (already settled) are skipped: acking one twice would
+        make the broker close the channel.
+        """
+        channel = self._channel
+        if channel is None:
+            return
+        unsettled = channel.unsettled
+        tags = tags & unsettled
+        if not tags:
+            return
         top = max(tags)
-        if sum(1 for t in self._outstanding if t <= top) == len(tags):
-            self._channel.basic_ack(delivery_tag=top, multiple=True)
+        if sum(1 for t in unsettled if t <= top) == len(tags):
+            channel.ack(top, multiple=True)
         else:
-            for tag in sorted(tags):
-                self._channel.basic_ack(delivery_tag=tag)
-        self._outstanding -= tags
+            channel.ack_each(sorted(tags))
 
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         with self._lock:
             if delay_ms <= 0:
                 tag = self._live_tag(delivery)
-                if tag is not None:
-                    self._channel.basic_nack(delivery_tag=tag, requeue=True)
-                    self._outstanding.discard(tag)
+                if tag is not None and self._channel is not None:
+                    self._channel.nack(tag, requeue=True)
                 return
             receipt: _Receipt = delivery.receipt
             self._republish(delivery, delivery.queue, delivery.body, receipt.properties, delay_ms)
 
-    def _republish(self, delivery: Delivery, queue: str, body: bytes, props: Any, delay_ms: int) -> None:
+    def _republish(self, delivery: Delivery, queue: str, body: bytes, props: bytes, delay_ms: int) -> None:
         """Publish (confirmed) then ack: a crash in between duplicates, never loses."""
         if self._live_tag(delivery) is None:
             return
@@ -568,25 +572,23 @@ class AMQPTransport(BaseTransport):
         self.ack(delivery)
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
-        props = self.properties(body)
+        props = self.properties(body).encode()
         with self._lock:
             self._republish(delivery, delivery.queue, body, props, delay_ms)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
-        props = self.properties(body)
+        props = self.properties(body).encode()
         with self._lock:
             self._republish(delivery, dlq, body, props, 0)
 
     # -- administration ---------------------------------------------------------------
     def _message_count(self, queue: str) -> int:
-        exceptions = self._pika.exceptions
         try:
-            frame = self._admin_channel().queue_declare(queue=queue, passive=True)
-        except exceptions.ChannelClosedByBroker as exc:
+            _, count, _ = self._admin_channel().queue_declare(queue, passive=True)
+        except ChannelClosedByBrokerError as exc:
             if exc.reply_code == 404:
                 return 0
             raise
-        count: int = frame.method.message_count
         return count
 
     def size(self, queue: str) -> int:
@@ -598,7 +600,7 @@ class AMQPTransport(BaseTransport):
             def count() -> int:
                 total = sum(self._message_count(n) for n in names)
                 if self._connection is not None:
-                    self._connection.process_data_events(time_limit=0)  # dispatch what arrived meanwhile
+                    self._connection.process(0)  # dispatch what arrived meanwhile
                 return total + len(self._buffers.get(queue, ()))
 
             return int(self._with_reconnect(count))
@@ -610,13 +612,12 @@ class AMQPTransport(BaseTransport):
             def run() -> None:
                 buffer = self._buffers.get(queue)
                 if buffer:
-                    self._ack_tags({method.delivery_tag for method, _, _ in buffer})
+                    self._ack_tags({message.delivery_tag for message in buffer})
                     buffer.clear()
-                exceptions = self._pika.exceptions
                 for name in [queue, *sorted(self._holding.get(queue, ()))]:
                     try:
-                        self._admin_channel().queue_purge(queue=name)
-                    except exceptions.ChannelClosedByBroker as exc:
+                        self._admin_channel().queue_purge(name)
+                    except ChannelClosedByBrokerError as exc:
                         if exc.reply_code != 404:
                             raise
 
@@ -625,14 +626,13 @@ class AMQPTransport(BaseTransport):
     def delete_queues(self, queue: str) -> None:
         """Delete ``queue``, its ``.dlq`` and its known holding queues (test clean-up)."""
         with self._lock:
-            exceptions = self._pika.exceptions
             if queue in self._consumers and self._channel is not None and self._channel.is_open:
-                self._channel._impl.basic_cancel(self._consumers.pop(queue))
+                self._channel.basic_cancel(self._consumers.pop(queue))
                 self._buffers.pop(queue, None)
             for name in [queue, f"{queue}.dlq", *sorted(self._holding.pop(queue, ()))]:
                 try:
-                    self._admin_channel().queue_delete(queue=name)
-                except exceptions.ChannelClosedByBroker as exc:
+                    self._admin_channel().queue_delete(name)
+                except ChannelClosedByBrokerError as exc:
                     if exc.reply_code != 404:
                         raise
                 self._declared.discard(name)

@@ -1,0 +1,258 @@
+"""Canonical JSON text as Spark SQL expressions (SPEC section 2, "Wire encoding"), on the JVM.
+
+Spark's own JSON writer is not the canonical form: it writes doubles the Java way
+(``1.0E20`` where Python writes ``1e+20``), escapes control characters with upper-case hex,
+drops null struct fields and writes floats as 32-bit values. So every JSON token is built here
+from SQL string functions instead, reproducing what
+``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` writes for the Python value
+PySpark would hand back for the same cell:
+
+* strings: ``"`` and ``\\`` backslash-escaped, control characters below 0x20 as ``\\n \\r \\t
+  \\b \\f`` or ``\\u00xx`` (lower-case hex), nothing else escaped;
+* doubles (and floats, widened to double first, as PySpark does): Python's shortest ``repr``.
+  The shortest round-trip digits come from the Schubfach implementation that ships inside
+  Spark's own jackson-core (Java 17's ``Double.toString`` is not always shortest); the digits
+  are then placed the way Python places them (exponent form below 1e-4 and from 1e16 on,
+  ``e+XX``/``e-XX`` with at least two exponent digits). Schubfach may pick a closer two-digit
+  decimal where a one-digit one also round-trips (``4.9E-324`` for Python's ``5e-324``); that
+  case is re-checked by parsing the one-digit candidates back;
+* NaN and +-Infinity are refused at run time with an error naming the path (``raise_error``),
+  as the core producer refuses them;
+* types the core codec refuses (decimal, binary, date, timestamp, non-string map keys...) are
+  refused when the expression is built, naming the path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from babelq.envelope.payload import format_path
+from babelq.errors import EnvelopeError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType
+
+_SHORTEST_DOUBLE_CLASS = "com.fasterxml.jackson.core.io.schubfach.DoubleToDecimal"
+
+_SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
+#: (raw control character, its canonical escape) for every code point below 0x20.
+CONTROL_ESCAPES: tuple[tuple[str, str], ...] = tuple(
+    (chr(code), _SHORT_ESCAPES.get(code, f"\\u{code:04x}")) for code in range(0x20)
+)
+_CONTROL_CLASS = r"[\x00-\x1f]"
+
+
+def _lit(value: object) -> Column:
+    from pyspark.sql import functions as sf
+
+    return sf.lit(value)
+
+
+def json_string(col: Column) -> Column:
+    """The JSON string token (quoted, escaped) of a string column; null stays null."""
+    from pyspark.sql import functions as sf
+
+    basic = sf.replace(sf.replace(col, _lit("\\"), _lit("\\\\")), _lit('"'), _lit('\\"'))
+    controls = basic
+    for raw, escaped in CONTROL_ESCAPES:
+        controls = sf.replace(controls, _lit(raw), _lit(escaped))
+    body = sf.when(col.rlike(_CONTROL_CLASS), controls).otherwise(basic)
+    return sf.concat(_lit('"'), body, _lit('"'))
+
+
+def quote_key(key: str) -> str:
+    """A struct field name as its canonical JSON key text (built in Python: names are static)."""
+    out = ['"']
+    for char in key:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif ord(char) < 0x20:
+            out.append(CONTROL_ESCAPES[ord(char)][1])
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """Evaluate ``value`` once and bind it for ``body`` (Spark SQL has no ``let``).
+
+    Referring to one sub-expression many times would copy it into the plan each time, and the
+    copies multiply level after level; a one-element ``transform`` binds it instead.
+    """
+    from pyspark.sql import functions as sf
+
+    return sf.element_at(sf.transform(sf.array(value), body), 1)
+
+
+def _python_layout(digits: Column, decpt: Column) -> Column:
+    """Place ``digits`` (no leading/trailing zeros; value = 0.digits x 10**decpt) like ``repr``."""
+    from pyspark.sql import functions as sf
+
+    length = sf.length(digits)
+    exponent = decpt - 1
+    scientific = sf.concat(
+        sf.substring(digits, 1, 1),
+        sf.when(length > 1, sf.concat(_lit("."), sf.substring(digits, 2, 17))).otherwise(_lit("")),
+        _lit("e"),
+        sf.when(exponent < 0, _lit("-")).otherwise(_lit("+")),
+        sf.when(sf.abs(exponent) < 10, _lit("0")).otherwise(_lit("")),
+        sf.abs(exponent).cast("string"),
+    )
+    return (
+        sf.when(length == 0, _lit("0.0"))
+        .when((decpt > 16) | (decpt < -3), scientific)
+        .when(decpt <= 0, sf.concat(_lit("0."), sf.repeat(_lit("0"), -decpt), digits))
+        .when(decpt >= length, sf.concat(digits, sf.repeat(_lit("0"), decpt - length), _lit(".0")))
+        .otherwise(
+            sf.concat(sf.substring(digits, sf.lit(1), decpt), _lit("."), sf.substring(digits, decpt + 1, 17))
+        )
+    )
+
+
+def _digits_of(java: Column) -> Column:
+    """struct(neg, raw, base) from Java-style text: value = 0.raw x 10**base (raw may have zeros)."""
+    from pyspark.sql import functions as sf
+
+    unsigned = sf.ltrim(java, _lit("-"))
+    int_part = sf.regexp_extract(unsigned, r"^(\d+)", 1)
+    exp10 = sf.regexp_extract(sf.concat(unsigned, _lit("E0")), r"E(-?\d+)", 1).cast("int")
+    return sf.struct(
+        sf.startswith(java, _lit("-")).alias("neg"),
+        sf.concat(int_part, sf.regexp_extract(unsigned, r"\.(\d+)", 1)).alias("raw"),
+        (sf.length(int_part) + exp10).alias("base"),
+    )
+
+
+def _trimmed(parts: Column) -> Column:
+    """struct(neg, digits, decpt): ``raw`` without leading and trailing zeros."""
+    from pyspark.sql import functions as sf
+
+    raw = parts["raw"]
+    no_lead = sf.ltrim(raw, _lit("0"))
+    return sf.struct(
+        parts["neg"].alias("neg"),
+        sf.rtrim(no_lead, _lit("0")).alias("digits"),
+        (parts["base"] - (sf.length(raw) - sf.length(no_lead))).alias("decpt"),
+    )
+
+
+def _one_digit_if_shorter(state: Column, magnitude: Column) -> Column:
+    """Python prefers a one-digit decimal whenever one round-trips; Schubfach may give two."""
+    from pyspark.sql import functions as sf
+
+    digits, decpt = state["digits"], state["decpt"]
+    low = sf.substring(digits, 1, 1)
+    high_n = low.cast("int") + 1
+    high = sf.when(high_n == 10, _lit("1")).otherwise(high_n.cast("string"))
+    high_decpt = sf.when(high_n == 10, decpt + 1).otherwise(decpt)
+    low_ok = sf.concat(_lit("0."), low, _lit("E"), decpt.cast("string")).cast("double") == magnitude
+    high_ok = sf.concat(_lit("0."), high, _lit("E"), high_decpt.cast("string")).cast("double") == magnitude
+    prefer_low = low_ok & (~high_ok | (sf.substring(digits, 2, 1) < _lit("5")))
+    return (
+        sf.when(prefer_low, sf.struct(state["neg"].alias("neg"), low.alias("digits"), decpt.alias("decpt")))
+        .when(high_ok, sf.struct(state["neg"].alias("neg"), high.alias("digits"), high_decpt.alias("decpt")))
+        .otherwise(state)
+    )
+
+
+def json_double(col: Column, path: str = "value") -> Column:
+    """Python's ``repr`` of a double column (the canonical JSON number); NaN/Infinity raise."""
+    from pyspark.sql import functions as sf
+
+    def from_value(value: Column) -> Column:
+        magnitude = sf.abs(value)
+        java = sf.reflect(_lit(_SHORTEST_DOUBLE_CLASS), _lit("toString"), value)
+
+        def finish(state: Column) -> Column:
+            shortest = sf.when(
+                sf.length(state["digits"]) == 2, _one_digit_if_shorter(state, magnitude)
+            ).otherwise(state)
+            return _let(
+                shortest,
+                lambda s: sf.concat(
+                    sf.when(s["neg"], _lit("-")).otherwise(_lit("")), _python_layout(s["digits"], s["decpt"])
+                ),
+            )
+
+        text = _let(_let(_digits_of(java), _trimmed), finish)
+        bad = sf.isnan(value) | (magnitude == sf.lit(float("inf")))
+        return sf.when(
+            bad, sf.raise_error(_lit(f"{path}: NaN and Infinity are not allowed in JSON"))
+        ).otherwise(text)
+
+    return sf.when(col.isNull(), sf.lit(None).cast("string")).otherwise(_let(col.cast("double"), from_value))
+
+
+def _refusal(type_name: str) -> str:
+    if type_name == "decimal":
+        return "Decimal is not allowed; use integer minor units (cents) or a string"
+    if type_name == "binary":
+        return "bytes are not allowed in JSON; base64-encode them into a string"
+    if type_name in ("date", "timestamp", "timestamp_ntz"):
+        return f"{type_name} is not allowed; use Unix epoch milliseconds (long) or an RFC 3339 UTC string"
+    return f"Spark type {type_name} has no canonical JSON form"
+
+
+def json_value(col: Column, data_type: DataType, path: str = "data") -> Column:
+    """Canonical JSON text of ``col`` of Spark type ``data_type``; SQL null becomes ``null``.
+
+    Raises :class:`~babelq.errors.EnvelopeError` naming ``path`` for a type the core codec
+    refuses (decimal, binary, dates and timestamps, maps with non-string keys, ...).
+    """
+    from pyspark.sql import functions as sf
+    from pyspark.sql import types as stypes
+
+    null = _lit("null")
+    if isinstance(data_type, stypes.StringType):
+        return sf.coalesce(json_string(col), null)
+    if isinstance(
+        data_type,
+        stypes.BooleanType | stypes.ByteType | stypes.ShortType | stypes.IntegerType | stypes.LongType,
+    ):
+        return sf.coalesce(col.cast("string"), null)
+    if isinstance(data_type, stypes.DoubleType | stypes.FloatType):
+        return sf.coalesce(json_double(col, path), null)
+    if isinstance(data_type, stypes.NullType):
+        return null
+    if isinstance(data_type, stypes.StructType):
+        return sf.when(col.isNull(), null).otherwise(json_object(col, data_type, path))
+    if isinstance(data_type, stypes.ArrayType):
+        element_type = data_type.elementType
+
+        def element(item: Column) -> Column:
+            return json_value(item, element_type, f"{path}[]")
+
+        items = sf.array_join(sf.transform(col, element), ",")
+        return sf.when(col.isNull(), null).otherwise(sf.concat(_lit("["), items, _lit("]")))
+    if isinstance(data_type, stypes.MapType):
+        if not isinstance(data_type.keyType, stypes.StringType):
+            raise EnvelopeError(path, f"map keys must be strings, got {data_type.keyType.simpleString()}")
+        value_type = data_type.valueType
+
+        def entry(pair: Column) -> Column:
+            return sf.concat(
+                json_string(pair["key"]), _lit(":"), json_value(pair["value"], value_type, f"{path}{{}}")
+            )
+
+        members = sf.array_join(sf.transform(sf.map_entries(col), entry), ",")
+        return sf.when(col.isNull(), null).otherwise(sf.concat(_lit("{"), members, _lit("}")))
+    raise EnvelopeError(path, _refusal(data_type.typeName()))
+
+
+def json_object(col: Column, schema: DataType, path: str = "data") -> Column:
+    """Canonical JSON object text of a non-null struct column (fields in schema order)."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql import types as stypes
+
+    if not isinstance(schema, stypes.StructType):
+        raise EnvelopeError(path, f"must be a struct (a JSON object), got {schema.simpleString()}")
+    parts: list[Column] = [_lit("{")]
+    for index, field in enumerate(schema.fields):
+        prefix = ("," if index else "") + quote_key(field.name) + ":"
+        parts.append(_lit(prefix))
+        parts.append(json_value(col[field.name], field.dataType, format_path(path, [field.name])))
+    parts.append(_lit("}"))
+    return sf.concat(*parts)

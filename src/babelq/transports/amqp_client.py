@@ -1,0 +1,811 @@
+"""A lean, blocking AMQP 0-9-1 client: one socket, a few channels, only what the transport uses.
+
+Why not pika: pika decodes every frame into objects and sends every frame with its own
+``send``; on a consumer that is most of the CPU (three frames and a property table per
+message). This client reads large socket chunks and walks them with ``struct.unpack_from``,
+keeps a delivery's properties as raw bytes (decoded only when someone asks), appends
+deliveries straight to a per-consumer ``deque``, and writes a batch of publishes or acks with
+one ``sendall``.
+
+It is synchronous and not thread-safe (the transport serialises calls with a lock). Nothing
+happens in the background: frames are read, heartbeats sent and missed server heartbeats
+detected only while a method of the connection runs (``process``, an RPC, a confirm wait).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+import ssl
+import struct
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from babelq.errors import BabelqError, ConfigurationError
+from babelq.transports import amqp_protocol as wire
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE: Final = 1 << 18
+_DELIVER: Final = wire.BASIC_DELIVER.key
+_GET_OK: Final = wire.BASIC_GET_OK.key
+_RETURN: Final = wire.BASIC_RETURN.key
+_ACK: Final = wire.BASIC_ACK.key
+_NACK: Final = wire.BASIC_NACK.key
+_CHANNEL_CLOSE: Final = wire.CHANNEL_CLOSE.key
+_CONNECTION_CLOSE: Final = wire.CONNECTION_CLOSE.key
+_U32: Final = struct.Struct(">I")
+_DELIVERY_TAG: Final = struct.Struct(">QB")
+_GET_OK_TAIL: Final = struct.Struct(">I")
+_CONTENT_HEADER: Final = struct.Struct(">HHQ")
+_ACK_FRAME: Final = struct.Struct(">BHIHHQBB")  # method frame of Basic.Ack/Nack/Reject, end octet included
+_CONFIRM: Final = struct.Struct(">QB")
+_BODY_SIZE: Final = struct.Struct(">Q")
+
+
+class AMQPError(BabelqError):
+    """Base of the client's errors."""
+
+
+class AMQPConnectionError(AMQPError):
+    """The connection is gone (socket error, missed heartbeats, closed by the broker or by us)."""
+
+
+class ConnectionClosedByBrokerError(AMQPConnectionError):
+    """The broker sent ``Connection.Close``: ``reply_code`` and ``reply_text`` say why."""
+
+    def __init__(self, reply_code: int, reply_text: str) -> None:
+        super().__init__(f"connection closed by broker: {reply_code} {reply_text}")
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class ChannelClosedByBrokerError(AMQPError):
+    """The broker sent ``Channel.Close`` (e.g. 404 NOT_FOUND, 406 PRECONDITION_FAILED)."""
+
+    def __init__(self, reply_code: int, reply_text: str) -> None:
+        super().__init__(f"channel closed by broker: {reply_code} {reply_text}")
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class ChannelStateError(AMQPError):
+    """An operation on a channel that is already closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionParameters:
+    """Where and how to connect; built from an ``amqp://`` / ``amqps://`` URL by :meth:`from_url`."""
+
+    host: str = "127.0.0.1"
+    port: int = 5672
+    virtual_host: str = "/"
+    username: str = "guest"
+    password: str = "guest"
+    tls: bool = False
+    heartbeat: int = 0
+    frame_max: int = 131072
+    channel_max: int = 2047
+    connection_attempts: int = 1
+    retry_delay: float = 2.0
+    socket_timeout: float = 10.0
+    rpc_timeout: float = 60.0
+    locale: str = "en_US"
+
+    #: URL query keys understood here
+    OPTIONS: ClassVar[tuple[str, ...]] = (
+        "heartbeat", "frame_max", "channel_max", "connection_attempts", "retry_delay",
+        "socket_timeout", "rpc_timeout", "locale",
+    )  # fmt: skip
+
+    @classmethod
+    def from_url(cls, url: str) -> ConnectionParameters:
+        """``amqp[s]://user:pass@host:port/vhost?heartbeat=30&frame_max=131072...``.
+
+        The vhost is the percent-decoded path (``%2F`` is ``/``; an empty path is ``/``).
+        """
+        parts = urlsplit(url)
+        if parts.scheme not in ("amqp", "amqps"):
+            raise ConfigurationError(f"url: not an amqp:// or amqps:// URL: {url!r}")
+        tls = parts.scheme == "amqps"
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        values: dict[str, Any] = {
+            "host": parts.hostname or "127.0.0.1",
+            "port": parts.port or (5671 if tls else 5672),
+            "virtual_host": unquote(path) if path else "/",
+            "username": unquote(parts.username) if parts.username is not None else "guest",
+            "password": unquote(parts.password) if parts.password is not None else "guest",
+            "tls": tls,
+        }
+        for key, raw in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in cls.OPTIONS:
+                raise ConfigurationError(
+                    f"{key}: not an option of the amqp connection ({', '.join(cls.OPTIONS)})"
+                )
+            try:
+                if key == "locale":
+                    values[key] = raw
+                elif key in ("retry_delay", "socket_timeout", "rpc_timeout"):
+                    values[key] = float(raw)
+                else:
+                    values[key] = int(raw)
+            except ValueError as exc:
+                raise ConfigurationError(f"{key}: not a number: {raw!r}") from exc
+        params = cls(**values)
+        if params.heartbeat < 0 or params.connection_attempts < 1:
+            raise ConfigurationError("heartbeat must be >= 0 and connection_attempts >= 1")
+        if params.frame_max and params.frame_max < wire.MIN_FRAME_MAX:
+            raise ConfigurationError(f"frame_max: must be >= {wire.MIN_FRAME_MAX}, got {params.frame_max}")
+        return params
+
+
+class Message:
+    """A delivered message: delivery facts, the raw property bytes and the body."""
+
+    __slots__ = (
+        "body",
+        "consumer_tag",
+        "delivery_tag",
+        "exchange",
+        "properties",
+        "redelivered",
+        "routing_key",
+    )
+
+    def __init__(
+        self,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        consumer_tag: str = "",
+        *,
+        properties: bytes = b"\x00\x00",
+        body: bytes = b"",
+    ) -> None:
+        self.delivery_tag = delivery_tag
+        self.redelivered = redelivered
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.consumer_tag = consumer_tag
+        self.properties = properties
+        self.body = body
+
+    def decoded_properties(self) -> wire.BasicProperties:
+        return wire.BasicProperties.decode(self.properties)
+
+
+class _Partial:
+    """A content-bearing method whose header/body frames are still arriving."""
+
+    __slots__ = ("chunks", "key", "message", "received", "size")
+
+    def __init__(self, key: int, message: Message | None) -> None:
+        self.key = key
+        self.message = message
+        self.size = -1
+        self.received = 0
+        self.chunks: list[bytes] = []
+
+
+class Channel:
+    """One AMQP channel. Create through :meth:`Connection.channel`."""
+
+    def __init__(self, connection: Connection, number: int) -> None:
+        self.connection = connection
+        self.number = number
+        self.is_open = False
+        #: delivery tags handed to us (Deliver/GetOk) and not yet acked/nacked/rejected by us
+        self.unsettled: set[int] = set()
+        self.consumers: dict[str, deque[Message]] = {}
+        self._partial: _Partial | None = None
+        self._reply: tuple[int, Any] | None = None
+        self._closed_by: ChannelClosedByBrokerError | None = None
+        self._confirming = False
+        self._next_seq = 1
+        self._pending: set[int] = set()
+        self.nacked = 0
+        self.returned = 0
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _check(self) -> None:
+        if not self.is_open:
+            if self._closed_by is not None:
+                raise ChannelStateError(f"channel {self.number} is closed ({self._closed_by})")
+            raise ChannelStateError(f"channel {self.number} is closed")
+
+    def _rpc(self, spec: wire.MethodSpec, replies: Iterable[wire.MethodSpec], **args: Any) -> Any:
+        """Send ``spec`` and wait for one of ``replies`` on this channel (its arguments or Message)."""
+        self._check()
+        wanted = {r.key for r in replies}
+        self._reply = None
+        self.connection.send(wire.frame(wire.FRAME_METHOD, self.number, spec.encode(**args)))
+        deadline = time.monotonic() + self.connection.params.rpc_timeout
+        while self._reply is None:
+            if self._closed_by is not None:
+                raise self._closed_by
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.connection.abort()
+                raise AMQPConnectionError(
+                    f"no reply to {spec.name} within {self.connection.params.rpc_timeout}s"
+                )
+            self.connection.process(remaining)
+        key, value = self._reply
+        self._reply = None
+        if key not in wanted:
+            raise wire.ProtocolError(f"unexpected reply {wire.METHODS[key].name} to {spec.name}")
+        return key, value
+
+    def _on_method(self, key: int, payload: bytes) -> None:
+        """A non-content method for this channel (called by the connection's frame loop)."""
+        if key in (_ACK, _NACK):
+            tag, bits = _CONFIRM.unpack_from(payload, 4)
+            pending = self._pending
+            before = len(pending)
+            if not bits & 1:
+                pending.discard(tag)
+            elif tag >= self._next_seq - 1:
+                pending.clear()  # the usual "everything so far" confirm: no scan
+            else:
+                pending.difference_update([s for s in pending if s <= tag])
+            if key == _NACK:
+                self.nacked += before - len(pending)
+            return
+        _, args = wire.decode_method(payload)
+        if key == _CHANNEL_CLOSE:
+            self.connection.send(wire.frame(wire.FRAME_METHOD, self.number, wire.CHANNEL_CLOSE_OK.encode()))
+            self._closed_by = ChannelClosedByBrokerError(args["reply_code"], args["reply_text"])
+            log.debug("amqp: channel %d closed by broker: %s", self.number, self._closed_by)
+            self._forget()
+            return
+        if key == wire.BASIC_CANCEL.key:  # the broker cancelled a consumer (its queue was deleted)
+            self.consumers.pop(args["consumer_tag"], None)
+            log.warning("amqp: consumer %s cancelled by the broker", args["consumer_tag"])
+            if not args["nowait"]:
+                reply = wire.BASIC_CANCEL_OK.encode(consumer_tag=args["consumer_tag"])
+                self.connection.send(wire.frame(wire.FRAME_METHOD, self.number, reply))
+            return
+        if key == wire.CHANNEL_FLOW.key:
+            reply = wire.CHANNEL_FLOW_OK.encode(active=args["active"])
+            self.connection.send(wire.frame(wire.FRAME_METHOD, self.number, reply))
+            return
+        self._reply = (key, args)
+
+    def _on_message(self, key: int, message: Message) -> None:
+        if key == _DELIVER:
+            self.unsettled.add(message.delivery_tag)
+            buffer = self.consumers.get(message.consumer_tag)
+            if buffer is not None:
+                buffer.append(message)
+            return
+        if key == _RETURN:
+            self.returned += 1
+            log.error(
+                "amqp: message returned by broker: %s (routing key %r)",
+                message.consumer_tag,
+                message.routing_key,
+            )
+            return
+        self.unsettled.add(message.delivery_tag)  # Basic.GetOk
+        self._reply = (key, message)
+
+    def _forget(self) -> None:
+        self.is_open = False
+        self.consumers.clear()
+        self.unsettled.clear()
+        self._pending.clear()
+        self._partial = None
+        self.connection.forget_channel(self)
+
+    # -- methods ------------------------------------------------------------------------------
+    def open(self) -> None:
+        self.is_open = True
+        try:
+            self._rpc(wire.CHANNEL_OPEN, [wire.CHANNEL_OPEN_OK])
+        except BaseException:
+            self.is_open = False
+            raise
+
+    def close(self) -> None:
+        if not self.is_open:
+            return
+        try:
+            self._rpc(wire.CHANNEL_CLOSE, [wire.CHANNEL_CLOSE_OK], reply_code=200, reply_text="bye")
+        finally:
+            self._forget()
+
+    def qos(self, prefetch_count: int) -> None:
+        self._rpc(wire.BASIC_QOS, [wire.BASIC_QOS_OK], prefetch_count=prefetch_count)
+
+    def confirm_select(self) -> None:
+        """Publisher confirms from now on: :meth:`wait_for_confirms` waits for the broker's acks."""
+        self._rpc(wire.CONFIRM_SELECT, [wire.CONFIRM_SELECT_OK])
+        self._confirming = True
+
+    def queue_declare(
+        self,
+        queue: str,
+        *,
+        durable: bool = True,
+        passive: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> tuple[str, int, int]:
+        """Declare ``queue``: its name, ready message count and consumer count."""
+        _, args = self._rpc(
+            wire.QUEUE_DECLARE, [wire.QUEUE_DECLARE_OK],
+            queue=queue, durable=durable, passive=passive, arguments=arguments,
+        )  # fmt: skip
+        return str(args["queue"]), int(args["message_count"]), int(args["consumer_count"])
+
+    def queue_purge(self, queue: str) -> int:
+        _, args = self._rpc(wire.QUEUE_PURGE, [wire.QUEUE_PURGE_OK], queue=queue)
+        return int(args["message_count"])
+
+    def queue_delete(self, queue: str, *, if_unused: bool = False, if_empty: bool = False) -> int:
+        _, args = self._rpc(
+            wire.QUEUE_DELETE, [wire.QUEUE_DELETE_OK], queue=queue, if_unused=if_unused, if_empty=if_empty
+        )
+        return int(args["message_count"])
+
+    def basic_consume(self, queue: str, *, consumer_tag: str = "") -> tuple[str, deque[Message]]:
+        """Start a manual-ack consumer; deliveries are appended to the returned deque."""
+        # The tag is ours, so the buffer exists before the first Deliver, which may arrive in the
+        # same read as ConsumeOk.
+        tag = consumer_tag or f"babelq.{uuid.uuid4().hex}"
+        buffer: deque[Message] = deque()
+        self.consumers[tag] = buffer
+        try:
+            self._rpc(wire.BASIC_CONSUME, [wire.BASIC_CONSUME_OK], queue=queue, consumer_tag=tag)
+        except BaseException:
+            self.consumers.pop(tag, None)
+            raise
+        return tag, buffer
+
+    def basic_cancel(self, consumer_tag: str) -> None:
+        """Stop a consumer; messages it already delivered stay unsettled until acked or requeued."""
+        self._rpc(wire.BASIC_CANCEL, [wire.BASIC_CANCEL_OK], consumer_tag=consumer_tag)
+        self.consumers.pop(consumer_tag, None)
+
+    def basic_get(self, queue: str) -> Message | None:
+        """One message with manual ack, or ``None`` when the queue is empty."""
+        key, value = self._rpc(wire.BASIC_GET, [wire.BASIC_GET_OK, wire.BASIC_GET_EMPTY], queue=queue)
+        return value if key == _GET_OK else None
+
+    def _settle(self, method_id: int, tags: Iterable[int], bits: int) -> None:
+        self._check()
+        number = self.number
+        frames = [_ACK_FRAME.pack(1, number, 13, 60, method_id, tag, bits, wire.FRAME_END) for tag in tags]
+        if frames:
+            self.connection.send(b"".join(frames))
+
+    def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
+        self._settle(80, (delivery_tag,), int(multiple))
+        self._settled(delivery_tag, multiple)
+
+    def ack_each(self, delivery_tags: Sequence[int]) -> None:
+        """One ``Basic.Ack`` per tag, all in one write."""
+        self._settle(80, delivery_tags, 0)
+        self.unsettled.difference_update(delivery_tags)
+
+    def nack(self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True) -> None:
+        self._settle(120, (delivery_tag,), int(multiple) | (int(requeue) << 1))
+        self._settled(delivery_tag, multiple)
+
+    def reject(self, delivery_tag: int, *, requeue: bool = True) -> None:
+        self._settle(90, (delivery_tag,), int(requeue))
+        self._settled(delivery_tag, False)
+
+    def _settled(self, tag: int, multiple: bool) -> None:
+        if multiple:
+            self.unsettled.difference_update([t for t in self.unsettled if t <= tag])
+        else:
+            self.unsettled.discard(tag)
+
+    def publish_many(
+        self,
+        items: Iterable[tuple[str, bytes, bytes]],
+        *,
+        exchange: str = "",
+        mandatory: bool = False,
+    ) -> int:
+        """Publish ``(routing_key, body, encoded properties)`` items with one write; returns the count.
+
+        In confirm mode each publish gets the next sequence number; :meth:`wait_for_confirms`
+        waits for all of them.
+        """
+        self._check()
+        frame_max = self.connection.frame_max
+        number = self.number
+        prefix = wire.BASIC_PUBLISH.encode(exchange=exchange)[:-2]  # ids, ticket, exchange
+        flag = b"\x01" if mandatory else b"\x00"
+        out: list[bytes] = []
+        count = 0
+        for routing_key, body, properties in items:
+            out += wire.content_frames(
+                number, prefix + wire.shortstr(routing_key) + flag, properties, body, frame_max
+            )
+            count += 1
+        if self._confirming:
+            seq = self._next_seq
+            self._pending.update(range(seq, seq + count))
+            self._next_seq = seq + count
+        self.connection.send(b"".join(out))
+        return count
+
+    def wait_for_confirms(self, timeout: float) -> tuple[int, int]:
+        """Wait until the broker confirmed every publish; ``(nacked, returned)`` since the last wait.
+
+        Raises :class:`TimeoutError` when confirms are still missing after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while self._pending:
+            if self._closed_by is not None:
+                raise self._closed_by
+            self._check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{len(self._pending)} message(s) not confirmed in {timeout}s")
+            self.connection.process(remaining)
+        result = (self.nacked, self.returned)
+        self.nacked = self.returned = 0
+        return result
+
+
+class Connection:
+    """A blocking AMQP 0-9-1 connection (handshake done in the constructor)."""
+
+    def __init__(self, params: ConnectionParameters) -> None:
+        self.params = params
+        self.frame_max = params.frame_max or wire.MIN_FRAME_MAX
+        self.heartbeat = 0
+        self.is_open = False
+        self._sock: socket.socket | None = None
+        self._pending = b""
+        self._channels: dict[int, Channel] = {}
+        self._channel0_reply: tuple[int, dict[str, Any]] | None = None
+        self._closed_by: ConnectionClosedByBrokerError | None = None
+        self._last_send = self._last_recv = time.monotonic()
+        self.blocked = False
+        error: Exception | None = None
+        for attempt in range(params.connection_attempts):
+            if attempt:
+                time.sleep(params.retry_delay)
+            try:
+                self._connect()
+                return
+            except (OSError, AMQPConnectionError) as exc:
+                error = exc
+                self.abort()
+        if isinstance(error, AMQPConnectionError):
+            raise error
+        raise AMQPConnectionError(f"cannot connect to {params.host}:{params.port}: {error}") from error
+
+    # -- handshake ----------------------------------------------------------------------------
+    def _connect(self) -> None:
+        params = self.params
+        sock = socket.create_connection((params.host, params.port), timeout=params.socket_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if params.tls:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=params.host)
+        sock.settimeout(params.rpc_timeout)  # bounds a blocked sendall; reads wait in select
+        self._sock = sock
+        self._pending = b""
+        self._closed_by = None
+        self.is_open = True
+        self.send(wire.PROTOCOL_HEADER)
+        key, start = self._wait_channel0()
+        if key != wire.CONNECTION_START.key:
+            raise wire.ProtocolError(f"expected Connection.Start, got {wire.METHODS[key].name}")
+        if b"PLAIN" not in bytes(start["mechanisms"]).split():
+            raise AMQPConnectionError(f"broker does not offer PLAIN auth: {start['mechanisms']!r}")
+        client_properties = {
+            "product": "babelq",
+            "platform": "Python",
+            "capabilities": {
+                "publisher_confirms": True,
+                "basic.nack": True,
+                "consumer_cancel_notify": True,
+                "connection.blocked": True,
+                "authentication_failure_close": True,
+            },
+        }
+        response = b"\x00" + params.username.encode() + b"\x00" + params.password.encode()
+        self._send_method(
+            0, wire.CONNECTION_START_OK,
+            client_properties=client_properties, mechanism="PLAIN", response=response, locale=params.locale,
+        )  # fmt: skip
+        key, tune = self._wait_channel0()
+        if key != wire.CONNECTION_TUNE.key:
+            raise wire.ProtocolError(f"expected Connection.Tune, got {wire.METHODS[key].name}")
+        self.frame_max = _negotiate(params.frame_max, tune["frame_max"])
+        channel_max = _negotiate(params.channel_max, tune["channel_max"])
+        self.heartbeat = params.heartbeat
+        self._send_method(
+            0,
+            wire.CONNECTION_TUNE_OK,
+            channel_max=channel_max,
+            frame_max=self.frame_max,
+            heartbeat=self.heartbeat,
+        )
+        self._send_method(0, wire.CONNECTION_OPEN, virtual_host=params.virtual_host)
+        key, _ = self._wait_channel0()
+        if key != wire.CONNECTION_OPEN_OK.key:
+            raise wire.ProtocolError(f"expected Connection.OpenOk, got {wire.METHODS[key].name}")
+
+    def _wait_channel0(self) -> tuple[int, dict[str, Any]]:
+        deadline = time.monotonic() + self.params.socket_timeout
+        while self._channel0_reply is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AMQPConnectionError("handshake with the broker timed out")
+            self.process(remaining)
+        reply, self._channel0_reply = self._channel0_reply, None
+        return reply
+
+    def _send_method(self, channel: int, spec: wire.MethodSpec, **args: Any) -> None:
+        self.send(wire.frame(wire.FRAME_METHOD, channel, spec.encode(**args)))
+
+    # -- channels -----------------------------------------------------------------------------
+    def channel(self) -> Channel:
+        """Open a new channel."""
+        self._check()
+        number = next(n for n in range(1, 65536) if n not in self._channels)
+        channel = Channel(self, number)
+        self._channels[number] = channel
+        try:
+            channel.open()
+        except BaseException:
+            self._channels.pop(number, None)
+            raise
+        return channel
+
+    def forget_channel(self, channel: Channel) -> None:
+        if self._channels.get(channel.number) is channel:
+            del self._channels[channel.number]
+
+    # -- I/O ----------------------------------------------------------------------------------
+    def _check(self) -> None:
+        if not self.is_open:
+            if self._closed_by is not None:
+                raise AMQPConnectionError(f"connection is closed ({self._closed_by})")
+            raise AMQPConnectionError("connection is closed")
+
+    def send(self, data: bytes) -> None:
+        self._check()
+        assert self._sock is not None
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            self.abort()
+            raise AMQPConnectionError(f"connection lost while sending: {exc}") from exc
+        self._last_send = time.monotonic()
+
+    def process(self, timeout: float = 0.0) -> bool:
+        """Read what the broker sent (waiting up to ``timeout`` s for the first bytes) and dispatch it.
+
+        Returns whether anything arrived. Sends a heartbeat when one is due and raises
+        :class:`AMQPConnectionError` when the broker has been silent for two heartbeat intervals.
+        """
+        self._check()
+        sock = self._sock
+        assert sock is not None
+        heartbeat = self.heartbeat
+        if heartbeat:
+            timeout = min(timeout, heartbeat / 2)
+        ready = (isinstance(sock, ssl.SSLSocket) and sock.pending() > 0) or bool(
+            select.select([sock], [], [], max(timeout, 0.0))[0]
+        )
+        now = time.monotonic()
+        if ready:
+            try:
+                data = sock.recv(_READ_SIZE)
+            except OSError as exc:
+                self.abort()
+                raise AMQPConnectionError(f"connection lost: {exc}") from exc
+            if not data:
+                self.abort()
+                raise AMQPConnectionError("connection closed by the broker (end of stream)")
+            self._last_recv = now
+            self._dispatch(self._pending + data if self._pending else data)
+        if heartbeat:
+            if now - self._last_recv > 2 * heartbeat:
+                self.abort()
+                raise AMQPConnectionError(f"missed broker heartbeats for {now - self._last_recv:.0f}s")
+            if now - self._last_send >= heartbeat / 2 and self.is_open:
+                self.send(wire.HEARTBEAT_FRAME)
+        return ready
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` while dispatching whatever arrives."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            self.process(remaining)
+
+    def _dispatch(self, data: bytes) -> None:
+        """Walk every complete frame in ``data``; keep the incomplete tail for the next read."""
+        pos = 0
+        size_all = len(data)
+        head = wire.FRAME_HEAD.unpack_from
+        u32 = _U32.unpack_from
+        channels = self._channels
+        while size_all - pos >= 8:
+            kind, number, size = head(data, pos)
+            end = pos + 7 + size
+            if end >= size_all:
+                break
+            if data[end] != wire.FRAME_END:
+                self.abort()
+                raise wire.ProtocolError("frame does not end with 0xCE")
+            start = pos + 7
+            pos = end + 1
+            if kind == wire.FRAME_BODY:
+                channel = channels.get(number)
+                partial = channel._partial if channel is not None else None
+                if partial is None:
+                    continue  # content for a channel we have forgotten
+                partial.chunks.append(data[start:end])
+                partial.received += size
+                if partial.received >= partial.size:
+                    self._complete(channel, partial)  # type: ignore[arg-type]
+                continue
+            if kind == wire.FRAME_METHOD:
+                (key,) = u32(data, start)
+                if key == _DELIVER:
+                    channel = channels.get(number)
+                    if channel is None:
+                        continue
+                    p = start + 4
+                    ctag_end = p + 1 + data[p]
+                    ctag = data[p + 1 : ctag_end].decode()
+                    tag, bits = _DELIVERY_TAG.unpack_from(data, ctag_end)
+                    p = ctag_end + 9
+                    ex_end = p + 1 + data[p]
+                    rk_end = ex_end + 1 + data[ex_end]
+                    message = Message(
+                        tag,
+                        bool(bits & 1),
+                        data[p + 1 : ex_end].decode(),
+                        data[ex_end + 1 : rk_end].decode(),
+                        ctag,
+                    )
+                    # Fast path: the header and a single body frame are already here (the usual case).
+                    if size_all - pos >= 8:
+                        h_kind, h_number, h_size = head(data, pos)
+                        h_end = pos + 7 + h_size
+                        if h_kind == wire.FRAME_HEADER and h_number == number and h_end < size_all:
+                            (body_size,) = _BODY_SIZE.unpack_from(data, pos + 11)
+                            b_end = b_size = -1
+                            if body_size and size_all - h_end > 8:
+                                b_kind, b_number, b_size = head(data, h_end + 1)
+                                b_end = h_end + 8 + b_size
+                                if b_kind != wire.FRAME_BODY or b_number != number or b_end >= size_all:
+                                    b_size = -1
+                            if body_size in (0, b_size) and data[h_end] == wire.FRAME_END:
+                                message.properties = data[pos + 19 : h_end]
+                                if body_size:
+                                    if data[b_end] != wire.FRAME_END:
+                                        self.abort()
+                                        raise wire.ProtocolError("frame does not end with 0xCE")
+                                    message.body = data[h_end + 8 : b_end]
+                                    pos = b_end + 1
+                                else:
+                                    pos = h_end + 1
+                                channel.unsettled.add(tag)
+                                buffer = channel.consumers.get(ctag)
+                                if buffer is not None:
+                                    buffer.append(message)
+                                continue
+                    channel._partial = _Partial(key, message)
+                    continue
+                if number == 0:
+                    self._on_connection_method(key, data[start:end])
+                    continue
+                channel = channels.get(number)
+                if channel is None:
+                    continue
+                if key in (_GET_OK, _RETURN):
+                    _, args = wire.decode_method(data[start:end])
+                    if key == _GET_OK:
+                        message = Message(
+                            args["delivery_tag"], args["redelivered"], args["exchange"], args["routing_key"]
+                        )
+                    else:
+                        reason = f"{args['reply_code']} {args['reply_text']}"  # logged by the channel
+                        message = Message(0, False, args["exchange"], args["routing_key"], reason)
+                    channel._partial = _Partial(key, message)
+                    continue
+                channel._on_method(key, data[start:end])
+                continue
+            if kind == wire.FRAME_HEADER:
+                channel = channels.get(number)
+                partial = channel._partial if channel is not None else None
+                if partial is None or partial.message is None:
+                    continue
+                partial.size = _CONTENT_HEADER.unpack_from(data, start)[2]
+                partial.message.properties = data[start + 12 : end]
+                if partial.size == 0:
+                    self._complete(channel, partial)  # type: ignore[arg-type]
+                continue
+            if kind == wire.FRAME_HEARTBEAT:
+                continue
+            self.abort()
+            raise wire.ProtocolError(f"unknown frame type {kind}")
+        self._pending = data[pos:] if pos < size_all else b""
+
+    @staticmethod
+    def _complete(channel: Channel, partial: _Partial) -> None:
+        message = partial.message
+        assert message is not None
+        chunks = partial.chunks
+        message.body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        channel._partial = None
+        channel._on_message(partial.key, message)
+
+    def _on_connection_method(self, key: int, payload: bytes) -> None:
+        _, args = wire.decode_method(payload)
+        if key == _CONNECTION_CLOSE:
+            with contextlib.suppress(AMQPConnectionError):
+                self._send_method(0, wire.CONNECTION_CLOSE_OK)
+            self._closed_by = ConnectionClosedByBrokerError(args["reply_code"], args["reply_text"])
+            self.abort()
+            raise self._closed_by
+        if key == wire.CONNECTION_BLOCKED.key:
+            self.blocked = True
+            log.warning("amqp: broker blocked the connection: %s", args["reason"])
+            return
+        if key == wire.CONNECTION_UNBLOCKED.key:
+            self.blocked = False
+            log.info("amqp: broker unblocked the connection")
+            return
+        self._channel0_reply = (key, args)
+
+    # -- closing ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close politely (``Connection.Close``, wait briefly for ``CloseOk``), then drop the socket."""
+        if not self.is_open:
+            return
+        try:
+            self._send_method(0, wire.CONNECTION_CLOSE, reply_code=200, reply_text="bye")
+            deadline = time.monotonic() + min(self.params.socket_timeout, 2.0)
+            while self.is_open and (remaining := deadline - time.monotonic()) > 0:
+                self.process(remaining)
+                if (
+                    self._channel0_reply is not None
+                    and self._channel0_reply[0] == wire.CONNECTION_CLOSE_OK.key
+                ):
+                    break
+        except (AMQPError, wire.ProtocolError, OSError):
+            log.debug("amqp: error while closing the connection", exc_info=True)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop the socket without a handshake; every channel is closed."""
+        self.is_open = False
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+        for channel in list(self._channels.values()):
+            channel.is_open = False
+            channel.consumers.clear()
+            channel._pending.clear()
+        self._channels.clear()
+
+
+def _negotiate(ours: int, theirs: int) -> int:
+    """The smaller non-zero limit (0 means "no limit" on either side)."""
+    if not ours:
+        return theirs
+    if not theirs:
+        return ours
+    return min(ours, theirs)

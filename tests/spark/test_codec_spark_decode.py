@@ -1,0 +1,221 @@
+"""babelq.spark.decode gives the core codec's verdict and fields, computed on the JVM."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from babelq.envelope import decode as core_decode
+from babelq.envelope import make
+from babelq.errors import DecodeError
+
+pytestmark = pytest.mark.spark
+
+sf: Any = pytest.importorskip("pyspark.sql.functions")
+CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
+
+
+def _core(body: bytes) -> tuple[bool, str | None, Any]:
+    """(accepted, reason, envelope-or-None) from the core codec."""
+    try:
+        env = core_decode(body)
+    except DecodeError as exc:
+        return False, str(exc), None
+    return env.accepts(), env.rejection(), env
+
+
+def _compare(rows: list[Any]) -> list[str]:
+    problems = []
+    for row in rows:
+        body = bytes(row["body"])
+        accepted, reason, env = _core(body)
+        if row["accepted"] != accepted:
+            problems.append(f"verdict {row['accepted']} != {accepted} for {body!r}")
+            continue
+        if env is None:
+            # Poison: our reason is the core's without the parser's position detail.
+            if not reason or not reason.startswith(row["reject_reason"]):
+                problems.append(f"poison reason {row['reject_reason']!r} vs {reason!r}")
+            continue
+        version = env.meta.get("schema_version")
+        awkward = (
+            (type(version) is str and repr(version) != f"'{version}'")
+            or (type(version) in (dict, list) and version)
+            or (type(version) is float and version == 0.0)  # the variant keeps no sign on zero
+        )
+        if awkward:
+            # Python's repr of these values is only approximated in the reason text.
+            reason = reason and "meta.schema_version is "
+            if not row["reject_reason"].startswith(reason):
+                problems.append(f"reason {row['reject_reason']!r} vs {reason!r}")
+        elif row["reject_reason"] != reason:
+            problems.append(f"reason {row['reject_reason']!r} != {reason!r} for {body!r}")
+        got = (row["urn"], row["trace_id"], row["id"], row["queue"], row["lang"], row["attempts"])
+        # attempts beyond signed 64 bits cannot be a Spark long: decode reports 0 (documented).
+        attempts = env.attempts if -(2**63) <= env.attempts < 2**63 else 0
+        want = (env.urn, env.trace_id, env.id, env.queue, env.lang, attempts)
+        if got != want:
+            problems.append(f"fields {got} != {want}")
+        if accepted and json.loads(row["data_json"]) != env.data:
+            problems.append(f"data {row['data_json']!r} != {env.data!r}")
+    return problems
+
+
+def test_conformance_fixtures(spark: Any) -> None:
+    from babelq.spark.decode import decode
+
+    manifest = json.loads((CONFORMANCE / "manifest.json").read_text())
+    cases = manifest["cases"]
+    bodies = [(case["name"], (CONFORMANCE / case["file"]).read_bytes()) for case in cases]
+    rows = {r["name"]: r for r in decode(spark.createDataFrame(bodies, "name string, body binary")).collect()}
+    assert not _compare(list(rows.values()))
+    for case in cases:
+        row = rows[case["name"]]
+        assert row["accepted"] is case["valid"], case["name"]
+        if not case["valid"]:
+            continue
+        expect = case["expect"]
+        assert row["urn"] == expect["urn"]
+        assert json.loads(row["data_json"]) == expect["data"]
+        assert row["attempts"] == expect["attempts"]
+        assert row["lang"] == expect["lang"]
+        assert row["schema_version"] == expect["schema_version"]
+        if "dead_letter" in expect:
+            block = row["dead_letter"].asDict()
+            assert {k: block[k] for k in expect["dead_letter"]} == expect["dead_letter"]
+        else:
+            assert row["dead_letter"] is None
+
+
+# -- fuzz corpus: valid envelopes, then broken at the JSON level and at the byte level -----------
+
+WILD = [None, True, False, 0, 1, -1, 7, 2**63 - 1, 2**64, -(2**70), 1.0, 0.5, 1e20, -0.0, "", " ", "\t\n",
+        "1", "true", "x", "{}", [], [1], {}, {"schema_version": 1}, {"a": None}]  # fmt: skip
+FIELDS = [
+    "job",
+    "urn",
+    "trace_id",
+    "data",
+    "meta",
+    "attempts",
+    "meta.schema_version",
+    "meta.id",
+    "meta.created_at",
+]
+MUTATIONS = ["none", "none", "none", "truncate", "append", "insert", "flip", "wrap", "scalar"]
+TAILS = [b"}", b" ", b"\n", b"x", b",{}", b"]", b"\x00", b" {}", b"\xff", b"\n\t "]
+
+
+def _value(rnd: random.Random, depth: int = 0) -> Any:
+    kind = rnd.randrange(9 if depth < 2 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rnd.random() < 0.5
+    if kind == 2:
+        return rnd.randint(-(2**63), 2**63 - 1) if rnd.random() < 0.3 else rnd.randint(-1000, 1000)
+    if kind == 3:
+        return rnd.choice([rnd.uniform(-1e6, 1e6), rnd.random() * 10 ** rnd.randint(-320, 300), 1e16, 5e-324])
+    if kind in (4, 5):
+        return "".join(
+            chr(rnd.choice([rnd.randint(0, 0x7F), rnd.randint(0x80, 0xD7FF), 0x2028])) for _ in range(4)
+        )
+    if kind in (6, 7):
+        return {f"k{rnd.randint(0, 99)}\u00e9": _value(rnd, depth + 1) for _ in range(3)}
+    return [_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
+
+
+@st.composite
+def bodies(draw: st.DrawFn) -> bytes:
+    """One body: a made envelope, maybe with fields changed/removed, maybe broken as bytes."""
+    seed = draw(st.integers(0, 2**32))
+    rnd = random.Random(seed)
+    data = {f"f{i}": _value(rnd) for i in range(rnd.randint(0, 4))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        doc = make(
+            "urn:babel:fuzz:case", data, queue=f"q{seed % 3}", created_at=1_700_000_000_000 + seed
+        ).to_dict()
+    changes = draw(
+        st.lists(st.tuples(st.sampled_from(FIELDS), st.booleans(), st.sampled_from(WILD)), max_size=2)
+    )
+    for field, remove, value in changes:
+        meta = doc.get("meta")
+        target, key = (meta, field[5:]) if field.startswith("meta.") and type(meta) is dict else (doc, field)
+        if remove:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    body = json.dumps(doc, ensure_ascii=rnd.random() < 0.3, indent=rnd.choice([None, None, 1])).encode(
+        "utf-8"
+    )
+    mutation = draw(st.sampled_from(MUTATIONS))
+    at = draw(st.integers(0, 10**6)) % len(body)  # independent of the body's length: ids vary
+    if mutation == "truncate":
+        body = body[:at]
+    elif mutation == "append":
+        body += draw(st.sampled_from(TAILS))
+    elif mutation == "insert":
+        body = body[:at] + draw(st.binary(min_size=1, max_size=2)) + body[at:]
+    elif mutation == "flip":
+        body = body[:at] + bytes([body[at] ^ (1 << draw(st.integers(0, 7)))]) + body[at + 1 :]
+    elif mutation == "wrap":
+        body = b"[" + body + b"]"
+    elif mutation == "scalar":
+        body = json.dumps(draw(st.sampled_from(WILD))).encode()
+    return body
+
+
+# No shrinking: each step would be a Spark job; the assertion prints the offending bodies.
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+@given(corpus=st.lists(bodies(), min_size=400, max_size=400))
+def test_verdict_and_fields_equal_the_core_on_a_fuzz_corpus(spark: Any, corpus: list[bytes]) -> None:
+    from babelq.spark.decode import decode
+
+    fixed = [(CONFORMANCE / "fixtures" / "order-created.json").read_bytes() + tail for tail in TAILS]
+    rows = decode(spark.createDataFrame([(b,) for b in fixed + corpus], "body binary")).collect()
+    problems = _compare(rows)
+    assert not problems, problems[:5]
+    assert any(r["accepted"] for r in rows) and not all(r["accepted"] for r in rows)
+
+
+def test_encode_then_decode_round_trips_with_a_data_schema(spark: Any) -> None:
+    from babelq.spark.decode import decode
+    from babelq.spark.encode import encode
+
+    df = spark.createDataFrame(
+        [(1, "Zoë", 0.25), (2, 'a"b', None)], "order_id long, name string, ratio double"
+    )
+    encoded = encode(
+        df, urn="urn:babel:spark:rt", data=["order_id", "name", "ratio"], queue="q", trace_id=sf.lit("t")
+    )
+    schema = df.schema
+    out = decode(encoded.select("id", "body"), data_schema=schema).collect()
+    assert [r["data"].asDict() for r in out] == [r.asDict() for r in df.collect()]
+    assert all(
+        r["accepted"] and r["trace_id"] == "t" and r["queue"] == "q" and r["lang"] == "python" for r in out
+    )
+    assert all(r["extensions"]["priority"] == 5 for r in out)
+
+
+def test_string_body_column_and_leading_whitespace(spark: Any) -> None:
+    from babelq.spark.decode import decode
+
+    body = (CONFORMANCE / "fixtures" / "order-created.json").read_text()
+    rows = decode(
+        spark.createDataFrame([(body,), ("\n " + body + "\n",), (body + "}",)], "body string")
+    ).collect()
+    assert [r["accepted"] for r in rows] == [True, True, False]
+    assert rows[2]["reject_reason"] == "body is not JSON"
