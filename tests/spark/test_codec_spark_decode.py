@@ -50,9 +50,9 @@ def _compare(rows: list[Any]) -> list[str]:
             or (type(version) in (dict, list) and version)
             or (type(version) is float and version == 0.0)  # the variant keeps no sign on zero
         )
-        if awkward:
+        if awkward and reason is not None and reason.startswith("meta.schema_version is "):
             # Python's repr of these values is only approximated in the reason text.
-            reason = reason and "meta.schema_version is "
+            reason = "meta.schema_version is "
             if not row["reject_reason"].startswith(reason):
                 problems.append(f"reason {row['reject_reason']!r} vs {reason!r}")
         elif row["reject_reason"] != reason:
