@@ -93,46 +93,30 @@ def _fast_int(value: int) -> int:
     raise _RefusedError
 
 
+def _fast_values(items: Iterable[Any]) -> int:
+    """The fast scan over a container's values (a dict's ``.values()`` or a list)."""
+    flags = 0
+    for item in items:
+        t = type(item)
+        if t is str:
+            continue
+        if t is int:
+            if -JS_SAFE_MAX <= item <= JS_SAFE_MAX:
+                continue
+            flags |= _fast_int(item)
+        elif t is dict:
+            flags |= _fast_values(item.values())
+        elif t is float:
+            flags |= _fast_float(item)
+        elif t is list:
+            flags |= _fast_values(item)
+        elif t is not bool and item is not None:
+            raise _RefusedError
+    return flags
+
+
 def _fast_dict(value: dict[Any, Any]) -> int:
-    flags = 0
-    for item in value.values():
-        t = type(item)
-        if t is str:
-            continue
-        if t is int:
-            if -JS_SAFE_MAX <= item <= JS_SAFE_MAX:
-                continue
-            flags |= _fast_int(item)
-        elif t is dict:
-            flags |= _fast_dict(item)
-        elif t is float:
-            flags |= _fast_float(item)
-        elif t is list:
-            flags |= _fast_list(item)
-        elif t is not bool and item is not None:
-            raise _RefusedError
-    return flags
-
-
-def _fast_list(value: list[Any]) -> int:
-    flags = 0
-    for item in value:
-        t = type(item)
-        if t is str:
-            continue
-        if t is int:
-            if -JS_SAFE_MAX <= item <= JS_SAFE_MAX:
-                continue
-            flags |= _fast_int(item)
-        elif t is dict:
-            flags |= _fast_dict(item)
-        elif t is float:
-            flags |= _fast_float(item)
-        elif t is list:
-            flags |= _fast_list(item)
-        elif t is not bool and item is not None:
-            raise _RefusedError
-    return flags
+    return _fast_values(value.values())
 
 
 def fast_flags(value: dict[str, Any]) -> int | None:
