@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,8 +59,6 @@ def unique_queue(request: pytest.FixtureRequest) -> str:
 def spark() -> Iterator[Any]:
     """One local SparkSession (local[2]) shared by every Spark test."""
     pytest.importorskip("pyspark")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from babelq.spark.session import get_session
 
     session = get_session(app_name="babelq-tests", master="local[2]")

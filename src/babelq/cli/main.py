@@ -30,7 +30,6 @@ EXTRAS: Final = {
     "pyarrow": "spark",
     "pandas": "spark",
     "redis": "redis",
-    "pika": "amqp",
     "boto3": "sqs",
     "botocore": "sqs",
     "psycopg": "postgres",

@@ -115,17 +115,13 @@ def _fast_values(items: Iterable[Any]) -> int:
     return flags
 
 
-def _fast_dict(value: dict[Any, Any]) -> int:
-    return _fast_values(value.values())
-
-
 def fast_flags(value: dict[str, Any]) -> int | None:
     """Flags for a plain ``dict`` payload, or ``None`` when :func:`check_json` must decide.
 
     Keys and string contents are not checked here (orjson refuses bad ones when encoding).
     """
     try:
-        return _fast_dict(value)
+        return _fast_values(value.values())
     except (_RefusedError, RecursionError):
         return None
 
