@@ -5,12 +5,18 @@ Locally an unreachable server skips the test with a loud reason; with ``BABELQ_R
 (set by ``.ci/run``) it fails instead, so CI proves every live test ran.
 
 Spark: the ``spark`` fixture is one local SparkSession for the whole test session.
+
+SQS: ``sqs_endpoint`` / ``sqs_url`` are one moto server for the whole test session, on a free
+127.0.0.1 port over real HTTP. The SQS transport is exercised through boto3 exactly as against
+AWS; only the endpoint differs. moto is slow (tens of requests per second on this machine), so
+SQS tests stay few and small.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +33,9 @@ SERVICES = {
     "rabbitmq": ("127.0.0.1", 5672),
     "postgres": ("127.0.0.1", 5432),
 }
+
+#: region of the moto SQS server (its credentials are moto's dummies, ``testing``)
+SQS_REGION = "us-east-1"
 
 
 def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -64,3 +73,45 @@ def spark() -> Iterator[Any]:
     session = get_session(app_name="babelq-tests", master="local[2]")
     yield session
     session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_listening(port: int, within: float = 20.0) -> None:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if reachable("127.0.0.1", port, timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"moto server did not start on port {port}")
+
+
+@pytest.fixture(scope="session")
+def sqs_endpoint() -> Iterator[str]:
+    """``http://127.0.0.1:<port>`` of a moto SQS server for this test session."""
+    server_module = pytest.importorskip("moto.server")
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", SQS_REGION)
+    port = _free_port()
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    _wait_listening(port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqs_url(sqs_endpoint: str) -> str:
+    """The ``sqs://`` transport URL for the moto server (credentials are moto's dummies)."""
+    return (
+        f"sqs://?endpoint_url={sqs_endpoint}&region={SQS_REGION}"
+        "&aws_access_key_id=testing&aws_secret_access_key=testing"
+    )

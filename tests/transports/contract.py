@@ -268,6 +268,18 @@ class TransportContract:
         transport.ack(again)
         self._assert_size(transport, unique_queue, 0)
 
+    def test_release_many_puts_every_reservation_back(self, transport: Transport, unique_queue: str) -> None:
+        bodies = [_body("relmany", i) for i in range(5)]
+        transport.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        held = self._drain(transport, unique_queue, 5, within=5)
+        assert len(held) == 5
+        transport.release_many(held)
+        transport.release_many([])
+        again = self._drain(transport, unique_queue, 5, within=5)
+        assert sorted(d.body for d in again) == sorted(bodies)
+        transport.ack_many(again)
+        self._assert_size(transport, unique_queue, 0)
+
     def test_release_with_delay(self, transport: Transport, unique_queue: str) -> None:
         self._need("supports_delay")
         transport.publish(unique_queue, _body("rdelay"))
@@ -377,6 +389,37 @@ class TransportContract:
         assert sorted(got) == sorted(bodies)
         self._assert_size(restarted, unique_queue, 0)
         producer.purge(unique_queue)
+
+    def test_renewed_reservation_outlives_its_lease(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        holder, other = make_transport(), make_transport()
+        holder.publish(unique_queue, _body("renew"))
+        [held] = self._drain(holder, unique_queue, 1, within=3)
+        end = time.monotonic() + 2 * self.visibility_timeout
+        while time.monotonic() < end:  # two leases long, renewed every third of one
+            assert holder.renew_many([held]) == 1
+            time.sleep(self.visibility_timeout / 3)
+        assert other.reserve(unique_queue, timeout=0.2) == []  # still held: nobody else got it
+        holder.ack(held)
+        assert holder.renew_many([held]) == 0  # settled: not revived
+        assert holder.renew_many([]) == 0
+        self._assert_size(other, unique_queue, 0)
+
+    def test_renew_does_not_revive_a_lapsed_reservation(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        self._need("gated_settle")
+        slow, fast = make_transport(), make_transport()
+        if not slow.leased_reservations:
+            pytest.skip(f"{type(slow).__name__}: reservations are connection-bound, they never lapse")
+        slow.publish(unique_queue, _body("lapsed"))
+        [stale] = self._drain(slow, unique_queue, 1, within=3)
+        [current] = self._drain(fast, unique_queue, 1, within=self._expiry_wait() + 1)
+        assert slow.renew_many([stale]) == 0  # the message belongs to ``fast`` now
+        assert fast.renew_many([current]) == 1
+        fast.ack(current)
+        fast.purge(unique_queue)
 
     def test_late_ack_leaves_the_new_reservation_alone(
         self, make_transport: MakeTransport, unique_queue: str

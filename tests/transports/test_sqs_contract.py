@@ -21,9 +21,6 @@ from babelq.transports import open_transport
 from babelq.transports.base import Delivery, Outgoing, Transport
 from babelq.transports.sqs import DELIVER_AT_ATTRIBUTE, SQSError, SQSTransport, physical_name
 from transports.contract import MakeTransport, TransportContract, _body
-from transports.moto_fixture import sqs_endpoint, sqs_url
-
-__all__ = ["sqs_endpoint", "sqs_url"]  # session fixtures used by this module
 
 
 @pytest.fixture

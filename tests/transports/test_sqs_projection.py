@@ -15,10 +15,7 @@ import pytest
 
 from babelq.envelope import decode
 from babelq.transports.sqs import SQSTransport
-from conftest import CONFORMANCE_DIR
-from transports.moto_fixture import REGION, sqs_endpoint, sqs_url
-
-__all__ = ["sqs_endpoint", "sqs_url"]  # session fixtures used by this module
+from conftest import CONFORMANCE_DIR, SQS_REGION
 
 boto3 = pytest.importorskip("boto3")
 
@@ -35,7 +32,7 @@ def raw_client(sqs_endpoint: str) -> Any:
     return boto3.client(
         "sqs",
         endpoint_url=sqs_endpoint,
-        region_name=REGION,
+        region_name=SQS_REGION,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )

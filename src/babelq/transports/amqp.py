@@ -23,6 +23,13 @@ Why it looks the way it does:
   keeps each delivery's properties as raw bytes (decoded on first read of
   ``Delivery.headers``) and writes a batch of publishes or acks with one ``sendall``; pika
   spent most of a consumer's CPU decoding frames.
+* **Reservations are connection-bound.** A delivery tag only means something on the channel
+  that received it: it cannot be acked from another connection or process, and it needs no
+  lease (``leased_reservations`` is False): the broker holds it until the channel closes. A
+  process that wants to ack later (the Spark data source's reader) keeps this transport open
+  for as long as it holds deliveries; a crash closes the connection and the broker requeues
+  them at once. RabbitMQ's ``consumer_timeout`` (30 min by default) still bounds how long one
+  delivery may stay unacked.
 * **Threads.** The client connection is not thread-safe. One transport owns one
   connection and serialises every call with a lock, so it may be shared by threads (they take
   turns); for parallel throughput open one transport per thread. A delivery must be settled
@@ -61,6 +68,8 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 #: URL query keys this transport consumes itself; the rest are connection options (heartbeat...).
 _OWN_OPTIONS = ("prefetch", "reserve_mode", "max_priority", "queue_type", "confirm_timeout")
 _RESERVE_MODES = ("consume", "get")
+#: basic.qos prefetch-count is a 16-bit field
+_MAX_PREFETCH = 65535
 #: One blocking wait inside ``reserve`` holds the lock at most this long (other threads take turns).
 _WAIT_SLICE = 0.2
 
@@ -206,6 +215,7 @@ class AMQPTransport(BaseTransport):
     work and declarations)."""
 
     scheme = "amqp"
+    leased_reservations = False
 
     def __init__(
         self,
@@ -217,8 +227,8 @@ class AMQPTransport(BaseTransport):
         queue_type: str | None = None,
         confirm_timeout: float = 30.0,
     ) -> None:
-        if prefetch < 1:
-            raise ConfigurationError(f"prefetch: must be >= 1, got {prefetch}")
+        if not 1 <= prefetch <= _MAX_PREFETCH:
+            raise ConfigurationError(f"prefetch: must be within 1..{_MAX_PREFETCH}, got {prefetch}")
         if reserve_mode not in _RESERVE_MODES:
             raise ConfigurationError(f"reserve_mode: must be one of {_RESERVE_MODES}, got {reserve_mode!r}")
         if max_priority is not None and not 1 <= max_priority <= 255:
@@ -274,6 +284,16 @@ class AMQPTransport(BaseTransport):
                 raise ConfigurationError(f"{key}: not an option of the amqp transport")
         connection_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(connection_query), ""))
         return cls(connection_url, **kwargs)
+
+    @classmethod
+    def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
+        """A prefetch window that fits everything held (AMQP's limit is 65535); ``basic.get`` for a
+        snapshot, so that an empty answer means the queue has nothing ready (a consumer's buffer
+        only holds what has arrived so far)."""
+        return {
+            "prefetch": min(max(max_held, 1), _MAX_PREFETCH),
+            "reserve_mode": "get" if snapshot else "consume",
+        }
 
     # -- connection -------------------------------------------------------------------
     def _open(self) -> Channel:
@@ -553,6 +573,22 @@ class AMQPTransport(BaseTransport):
             channel.ack(top, multiple=True)
         else:
             channel.ack_each(sorted(tags))
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """Nothing to extend (the broker holds a delivery until its channel closes): counts the
+        deliveries still unsettled on the live channel."""
+        with self._lock:
+            channel = self._channel
+            if channel is None or not channel.is_open:
+                return 0
+            unsettled = channel.unsettled
+            return sum(
+                1
+                for d in deliveries
+                if isinstance(d.receipt, _Receipt)
+                and d.receipt.generation == self._generation
+                and d.receipt.tag in unsettled
+            )
 
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         with self._lock:

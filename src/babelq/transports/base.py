@@ -10,13 +10,19 @@ until ``ack`` (done), ``release`` (put back as it was), ``retry`` (put back a ne
 usually attempts+1, after a delay) or ``dead_letter`` (move a body to ``<queue>.dlq``). A
 reservation that is never settled (the worker was killed) comes back by itself: after the
 visibility timeout, or when the broker sees the connection drop.
+
+Which of the two a transport does is :attr:`BaseTransport.leased_reservations`. A *lease*
+(SQLite, Redis, SQS, memory) lapses ``visibility_timeout`` seconds after it was taken unless
+:meth:`~Transport.renew_many` pushes the deadline again, and it can be settled by any process
+that holds the receipt until then. A *connection-bound* reservation (AMQP delivery tags)
+lasts exactly as long as the channel that received it and can only be settled through it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from babelq.envelope import Envelope
 
@@ -60,6 +66,9 @@ class Transport(Protocol):
 
     #: URL scheme(s) this transport is registered under, e.g. ``"redis"``.
     scheme: str
+    #: True: reservations are leases (``visibility_timeout``, :meth:`renew_many`); False: they
+    #: last as long as the transport's connection (module docstring).
+    leased_reservations: bool
 
     def publish(
         self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
@@ -81,6 +90,17 @@ class Transport(Protocol):
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         """Give the reservation back unchanged (same bytes), visible again after ``delay_ms``."""
 
+    def release_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Give several reservations back at once, visible again now (batched where the broker allows)."""
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """Keep holding: push each lease's deadline to now + ``visibility_timeout``.
+
+        Returns how many of ``deliveries`` are still held by this caller. A reservation that was
+        settled, or whose lease lapsed and was taken again, is not revived (and not counted).
+        For connection-bound reservations there is no deadline: this only counts the held ones.
+        """
+
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         """Replace the reserved message by ``body`` (attempts+1), visible after ``delay_ms``."""
 
@@ -101,6 +121,17 @@ class BaseTransport:
     """Defaults built on the primitives; transports override what their broker does better."""
 
     scheme = ""
+    leased_reservations: ClassVar[bool] = True
+
+    @classmethod
+    def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
+        """Constructor options for a consumer that holds up to ``max_held`` reservations at once.
+
+        ``visibility_timeout`` is the lease it wants (leased transports only); ``snapshot`` asks
+        that ``reserve(timeout=0)`` return whatever is ready on the broker, not merely what has
+        already reached this process. The Spark data source opens its readers with these.
+        """
+        return {"visibility_timeout": visibility_timeout} if cls.leased_reservations else {}
 
     def publish(
         self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
@@ -117,6 +148,16 @@ class BaseTransport:
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         for delivery in deliveries:
             self.ack(delivery)
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        raise NotImplementedError
+
+    def release_many(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            self.release(delivery)
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        raise NotImplementedError(f"{type(self).__name__} cannot renew its reservations")
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self.publish(delivery.queue, body, delay_ms=delay_ms)

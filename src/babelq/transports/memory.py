@@ -127,6 +127,18 @@ class MemoryTransport(BaseTransport):
             self._put(delivery.queue, held[1], delay_ms, held[2])
             self._cond.notify_all()
 
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        with self._cond:
+            until = time.monotonic() + self.visibility_timeout
+            held = 0
+            for delivery in deliveries:
+                reserved = self._q(delivery.queue).reserved
+                found = reserved.get(delivery.receipt)
+                if found is not None:  # lapsed but not yet swept back is still ours: nobody else has it
+                    reserved[delivery.receipt] = (until, found[1], found[2])
+                    held += 1
+            return held
+
     # Settling is gated on the reservation still being held: once it expired (and may have
     # been handed to another worker) the message will be delivered again, so a late retry or
     # dead-letter must not add a second copy.

@@ -157,6 +157,21 @@ end
 return 1
 """
 
+# KEYS: deadlines   ARGV: visibility timeout (s), reservation members -> how many were held
+# A member still in the set is ours even past its deadline: a reserve would have swept it out.
+_RENEW = """
+local t = redis.call('TIME')
+local deadline = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1])
+local held = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], 'XX', deadline, ARGV[i])
+    held = held + 1
+  end
+end
+return held
+"""
+
 # KEYS: delayed   ARGV: delay (s), member, delay, member, ...
 _PUBLISH_DELAYED = """
 local t = redis.call('TIME')
@@ -236,6 +251,7 @@ class RedisTransport(BaseTransport):
         self._ack_script: Script = client.register_script(_ACK)
         self._settle_script: Script = client.register_script(_SETTLE)
         self._delayed_script: Script = client.register_script(_PUBLISH_DELAYED)
+        self._renew_script: Script = client.register_script(_RENEW)
         # Counts of bodies that another SDK consumed are never deleted by us: let the hash
         # expire a while after the queue's last reservation instead of growing forever.
         self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
@@ -426,6 +442,40 @@ class RedisTransport(BaseTransport):
             delay_ms=delay_ms,
             action="release",
         )
+
+    def release_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Every release in one pipeline (one round trip), each still gated on its own deadline."""
+        self._check_open()
+        if not deliveries:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for delivery in deliveries:
+            keys = self.keys(delivery.queue)
+            self._settle_script(
+                keys=[keys.processing, keys.deadlines, keys.deliveries, keys.ready, keys.delayed],
+                args=[self._member(delivery), "release", delivery.body, _seconds(0), _token()],
+                client=pipe,
+            )
+        for delivery, held in zip(deliveries, pipe.execute(), strict=True):
+            if int(held) != 1:
+                self._lost(delivery, "release")
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        self._check_open()
+        by_queue: dict[str, dict[bytes, None]] = {}
+        for delivery in deliveries:
+            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
+        held = 0
+        for queue, members in by_queue.items():
+            ordered = list(members)
+            for start in range(0, len(ordered), _SCRIPT_BATCH):
+                chunk = ordered[start : start + _SCRIPT_BATCH]
+                held += int(
+                    self._renew_script(
+                        keys=[self.keys(queue).deadlines], args=[repr(self.visibility_timeout), *chunk]
+                    )
+                )
+        return held
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self._settle(

@@ -70,6 +70,7 @@ RETURNING id, body, delivery_count, created_at
 _INSERT = f"INSERT INTO {TABLE} (queue, body, available_at, created_at) VALUES (?, ?, ?, ?)"
 _DELETE_LEASED = f"DELETE FROM {TABLE} WHERE id = ? AND lease = ?"
 _RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE id = ? AND lease = ?"
+_RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE id = ? AND lease = ?"
 _REPLACE = (
     f"UPDATE {TABLE} SET body = ?, lease = NULL, available_at = ?, delivery_count = 0, created_at = ? "
     "WHERE id = ? AND lease = ?"
@@ -373,6 +374,33 @@ class SQLiteTransport(BaseTransport):
         if changed != 1:
             self._lost(delivery, "release")
         self._notify()
+
+    def release_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Put every reservation back at once (one transaction), ready now."""
+        if not deliveries:
+            return
+        due = _now_ms()
+        keys = [(due, r.row_id, r.lease) for r in map(self._receipt, deliveries)]
+        changed = self._write(lambda conn: conn.executemany(_RELEASE, keys).rowcount)
+        if changed != len(keys):
+            log.warning(
+                "sqlite %s: release_many put back %d of %d reservations; the others expired and will "
+                "be delivered again anyway",
+                self.path,
+                changed,
+                len(keys),
+            )
+        self._notify()
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """One transaction; a row still carrying our lease token is ours, even past its deadline
+        (a claim would have replaced the token)."""
+        if not deliveries:
+            return 0
+        until = _now_ms() + int(self.visibility_timeout * 1000)
+        keys = [(until, r.row_id, r.lease) for r in map(self._receipt, deliveries)]
+        renewed: int = self._write(lambda conn: conn.executemany(_RENEW, keys).rowcount)
+        return renewed
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         r = self._receipt(delivery)

@@ -21,6 +21,11 @@ Why it looks the way it does:
   copy deleted; on a FIFO queue its visibility is extended to the due time (up to 12 h),
   which also raises ``ApproximateReceiveCount``. ``release(delay_ms)`` changes the
   visibility (at most 12 h).
+* **Leases.** A receipt handle is valid in any process until the visibility timeout lapses,
+  so whoever holds it may delete it. ``renew_many`` extends held messages with
+  ChangeMessageVisibilityBatch; a delete or renewal that SQS refuses because the handle is no
+  longer valid (the lease lapsed and the message went to someone else) is logged and
+  skipped, like a lapsed lease on the other transports: the message is delivered again.
 * **Threads.** One boto3 client per transport; boto3 clients are thread-safe, so a transport
   may be shared by threads.
 """
@@ -53,6 +58,8 @@ MAX_VISIBILITY_SECONDS = 43_200
 MAX_WAIT_SECONDS = 20
 #: Pause between short polls when less than a second of ``timeout`` is left.
 _SHORT_POLL = 0.1
+#: per-entry error codes that mean "this receipt handle no longer holds the message"
+_LAPSED_CODES = frozenset({"ReceiptHandleIsInvalid", "InvalidReceiptHandle", "MessageNotInflight"})
 _BOOL_OPTIONS = ("create_queues", "content_based_dedup")
 _FLOAT_OPTIONS = ("visibility_timeout",)
 _STR_OPTIONS = (
@@ -186,6 +193,7 @@ class SQSTransport(BaseTransport):
         self.group_id = group_id
         self.content_based_dedup = content_based_dedup
         self._urls: dict[str, str] = {}
+        self._queue_visibility: dict[str, int] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -390,18 +398,44 @@ class SQSTransport(BaseTransport):
         receipt = self._receipt(delivery)
         self._client.delete_message(QueueUrl=receipt.queue_url, ReceiptHandle=receipt.handle)
 
-    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+    def _batched(self, action: str, deliveries: Sequence[Delivery], **entry: Any) -> int:
+        """Run DeleteMessageBatch (``delete``) or ChangeMessageVisibilityBatch (``visibility``) over
+        ``deliveries``, 10 per call; returns how many succeeded.
+
+        Entries refused because the handle no longer holds the message (its lease lapsed) are
+        logged and counted as failures; any other refusal raises :class:`SQSError`.
+        """
+        call = (
+            self._client.delete_message_batch
+            if action == "delete"
+            else self._client.change_message_visibility_batch
+        )
         by_queue: dict[str, list[str]] = {}
         for delivery in deliveries:
             receipt = self._receipt(delivery)
             by_queue.setdefault(receipt.queue_url, []).append(receipt.handle)
+        done = 0
         for url, handles in by_queue.items():
             for start in range(0, len(handles), MAX_BATCH_ENTRIES):
                 chunk = handles[start : start + MAX_BATCH_ENTRIES]
-                entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
-                failed = self._client.delete_message_batch(QueueUrl=url, Entries=entries).get("Failed") or []
+                entries = [{"Id": str(i), "ReceiptHandle": h, **entry} for i, h in enumerate(chunk)]
+                failed = call(QueueUrl=url, Entries=entries).get("Failed") or []
+                other = [f for f in failed if f.get("Code") not in _LAPSED_CODES]
+                if other:
+                    raise SQSError(f"{action} batch on {url}: {len(other)} entries failed: {other[:3]}")
                 if failed:
-                    raise SQSError(f"DeleteMessageBatch: {len(failed)} entries failed: {failed[:3]}")
+                    log.warning(
+                        "sqs: %s of %d message(s) on %s refused: their receipt handles lapsed "
+                        "(visibility timeout); they will be delivered again",
+                        action,
+                        len(failed),
+                        url,
+                    )
+                done += len(chunk) - len(failed)
+        return done
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        self._batched("delete", deliveries)
 
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         """Visible again after ``delay_ms`` (0 = now; at most 12 h)."""
@@ -409,6 +443,33 @@ class SQSTransport(BaseTransport):
         seconds = min(math.ceil(max(delay_ms, 0) / 1000), MAX_VISIBILITY_SECONDS)
         self._client.change_message_visibility(
             QueueUrl=receipt.queue_url, ReceiptHandle=receipt.handle, VisibilityTimeout=seconds
+        )
+
+    def release_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Visible again now, 10 per ChangeMessageVisibilityBatch call."""
+        self._batched("visibility", deliveries, VisibilityTimeout=0)
+
+    def _visibility_seconds(self, queue_url: str) -> int:
+        """The lease a renewal grants: ``visibility_timeout``, else the queue's own setting."""
+        if self.visibility_timeout is not None:
+            return min(math.ceil(self.visibility_timeout), MAX_VISIBILITY_SECONDS)
+        seconds = self._queue_visibility.get(queue_url)
+        if seconds is None:
+            answer = self._client.get_queue_attributes(
+                QueueUrl=queue_url, AttributeNames=["VisibilityTimeout"]
+            )
+            seconds = int(answer.get("Attributes", {}).get("VisibilityTimeout", 30))
+            self._queue_visibility[queue_url] = seconds
+        return seconds
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """ChangeMessageVisibilityBatch to the visibility timeout, counted from now."""
+        by_url: dict[str, list[Delivery]] = {}
+        for delivery in deliveries:
+            by_url.setdefault(self._receipt(delivery).queue_url, []).append(delivery)
+        return sum(
+            self._batched("visibility", held, VisibilityTimeout=self._visibility_seconds(url))
+            for url, held in by_url.items()
         )
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
