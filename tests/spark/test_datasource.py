@@ -1,153 +1,61 @@
-"""The ``babelq`` data source against the SQLite broker, across Spark's Python worker processes."""
+"""The ``babelq`` data source's options and how its readers open a transport (no SparkSession needed).
+
+The data source end to end, on every broker: ``test_datasource_brokers.py``.
+"""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from babelq.envelope import make
-from babelq.transports import Outgoing, open_transport
+pytest.importorskip("pyspark")
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def _bodies(n: int, queue: str) -> list[bytes]:
-    return [make("urn:babel:tests:item", {"i": i}, queue=queue).encode() for i in range(n)]
+from babelq.errors import ConfigurationError
+from babelq.spark.datasource import SourceOptions
+from babelq.spark.datasource.connect import reserving_options
+from babelq.spark.datasource.options import DEFAULT_VISIBILITY_TIMEOUT
 
 
-def _rows_left(db: Path) -> int:
-    """Every message row still stored (ready, delayed or reserved), whatever the queue."""
-    with sqlite3.connect(db) as conn:
-        (table,) = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE '%messages'"
-        ).fetchone()
-        return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> tuple[str, Path]:
-    return f"sqlite://{tmp_path}/q.db", tmp_path / "q.db"
-
-
-def test_batch_read_is_a_peek_and_write_publishes(
-    spark: Any, broker: tuple[str, Path], unique_queue: str
-) -> None:
-    from babelq.spark.datasource import register
-
-    register(spark)
-    url, _ = broker
-    bodies = _bodies(300, unique_queue)
-    transport = open_transport(url)
-    transport.publish_many(unique_queue, [Outgoing(b) for b in bodies])
-
-    df = spark.read.format("babelq").option("url", url).option("queue", unique_queue).load().cache()
-    got = [bytes(r["body"]) for r in df.select("body").collect()]
-    assert sorted(got) == sorted(bodies)  # byte for byte
-    assert {r["queue"] for r in df.select("queue").distinct().collect()} == {unique_queue}
-    assert transport.size(unique_queue) == 300  # put back: a batch read does not consume
-
-    target = unique_queue + "-copy"
-    df.select("body").write.format("babelq").option("url", url).option("queue", target).option(
-        "publishBatch", "64"
-    ).mode("append").save()
-    assert transport.size(target) == 300
-    copied = transport.reserve(target, max_messages=1000)
-    assert sorted(d.body for d in copied) == sorted(bodies)
-
-
-def test_batch_read_consume_acks(spark: Any, broker: tuple[str, Path], unique_queue: str) -> None:
-    from babelq.spark.datasource import register
-
-    register(spark)
-    url, db = broker
-    transport = open_transport(url)
-    transport.publish_many(unique_queue, [Outgoing(b) for b in _bodies(50, unique_queue)])
-    n = (
-        spark.read.format("babelq")
-        .option("url", url)
-        .option("queue", unique_queue)
-        .option("consume", "true")
-        .option("maxMessagesPerBatch", "30")
-        .load()
-        .count()
-    )
-    assert n == 30
-    assert transport.size(unique_queue) == 20
-    assert _rows_left(db) == 20
-
-
-def test_stream_available_now_reads_everything_and_acks_it(
-    spark: Any, broker: tuple[str, Path], unique_queue: str, tmp_path: Path
-) -> None:
-    from babelq.spark.datasource import register
-
-    register(spark)
-    url, db = broker
-    bodies = _bodies(500, unique_queue)
-    open_transport(url).publish_many(unique_queue, [Outgoing(b) for b in bodies])
-    seen: list[bytes] = []
-    sizes: list[int] = []
-
-    def collect(df: Any, _batch: int) -> None:
-        rows = df.select("body").collect()
-        sizes.append(len(rows))
-        seen.extend(bytes(r["body"]) for r in rows)
-
-    query = (
-        spark.readStream.format("babelq")
-        .option("url", url)
-        .option("queue", unique_queue)
-        .option("maxMessagesPerBatch", "200")
-        .load()
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(180)
-    assert query.exception() is None
-    assert sorted(seen) == sorted(bodies)
-    assert sizes[:3] == [200, 200, 100] and sum(sizes) == 500  # then an empty flush batch
-    assert _rows_left(db) == 0  # every batch acked, the last one by the flush batch
-
-
-def test_stream_write_publishes_each_micro_batch(
-    spark: Any, broker: tuple[str, Path], unique_queue: str, tmp_path: Path
-) -> None:
-    from babelq.spark.datasource import register
-
-    register(spark)
-    url, _ = broker
-    src = unique_queue + "-src"
-    bodies = _bodies(120, unique_queue)
-    open_transport(url).publish_many(src, [Outgoing(b) for b in bodies])
-    query = (
-        spark.readStream.format("babelq")
-        .option("url", url)
-        .option("queue", src)
-        .load()
-        .select("body")
-        .writeStream.format("babelq")
-        .option("url", url)
-        .option("queue", unique_queue)
-        .option("checkpointLocation", str(tmp_path / "ck2"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(180)
-    transport = open_transport(url)
-    assert sorted(d.body for d in transport.reserve(unique_queue, max_messages=500)) == sorted(bodies)
-    assert transport.size(src) == 0
-
-
-def test_missing_options_fail_clearly(spark: Any) -> None:
-    from babelq.errors import ConfigurationError
-    from babelq.spark.datasource import SourceOptions
-
+def test_missing_or_bad_options_fail_clearly() -> None:
     with pytest.raises(ConfigurationError, match="url"):
         SourceOptions.parse({"queue": "q"})
+    with pytest.raises(ConfigurationError, match="queue"):
+        SourceOptions.parse({"url": "sqlite:///x.db"})
     with pytest.raises(ConfigurationError, match="maxMessagesPerBatch"):
         SourceOptions.parse({"url": "sqlite:///x.db", "queue": "q", "maxMessagesPerBatch": "0"})
+    with pytest.raises(ConfigurationError, match="visibilityTimeout"):
+        SourceOptions.parse({"url": "sqlite:///x.db", "queue": "q", "visibilityTimeout": "0"})
+    with pytest.raises(ConfigurationError, match="consume"):
+        SourceOptions.parse({"url": "sqlite:///x.db", "queue": "q", "consume": "maybe"})
+
+
+def test_option_names_are_case_insensitive() -> None:
+    opts = SourceOptions.parse({"URL": "redis://h/0", "Queue": "q", "maxmessagesperbatch": "7"})
+    assert (opts.url, opts.queue, opts.max_messages_per_batch) == ("redis://h/0", "q", 7)
+    assert opts.visibility_timeout == DEFAULT_VISIBILITY_TIMEOUT
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "redis://127.0.0.1:6379/0", "sqs://?region=eu-west-1"])
+def test_leased_transports_get_the_visibility_timeout(url: str) -> None:
+    opts = SourceOptions.parse({"url": url, "queue": "q", "visibilityTimeout": "12.5"})
+    for snapshot in (False, True):
+        assert reserving_options(opts, max_held=100, snapshot=snapshot) == {"visibility_timeout": 12.5}
+
+
+def test_amqp_gets_a_prefetch_window_for_everything_held_and_basic_get_for_snapshots() -> None:
+    opts = SourceOptions.parse({"url": "amqp://guest:guest@127.0.0.1:5672/%2F", "queue": "q"})
+    # AMQP reservations are connection-bound: no visibility timeout is passed
+    assert reserving_options(opts, max_held=2000, snapshot=False) == {
+        "prefetch": 2000,
+        "reserve_mode": "consume",
+    }
+    assert reserving_options(opts, max_held=10**6, snapshot=True) == {
+        "prefetch": 65535,
+        "reserve_mode": "get",
+    }
+
+
+def test_an_option_written_in_the_url_wins() -> None:
+    amqp = SourceOptions.parse({"url": "amqp://h/%2F?prefetch=10&heartbeat=30", "queue": "q"})
+    assert reserving_options(amqp, max_held=500, snapshot=False) == {"reserve_mode": "consume"}
+    redis = SourceOptions.parse({"url": "redis://h/0?visibility_timeout=9", "queue": "q"})
+    assert reserving_options(redis, max_held=500, snapshot=False) == {}

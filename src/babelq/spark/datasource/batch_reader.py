@@ -5,6 +5,11 @@ A broker queue has no offsets to re-read, so a batch read reserves up to
 input partitions, and then either puts them all back (default: a peek, e.g. for DLQ
 triage) or acks them (``consume=true``: the caller now owns them; at-most-once). Each
 action on the DataFrame plans again, so cache it when you reuse it.
+
+The transport is opened for a *snapshot* (on AMQP: ``basic.get``, so an empty answer means the
+queue has nothing ready, not that a consumer's prefetch has not arrived yet), and the same
+transport that reserved puts back or acks, before it is closed: that is what connection-bound
+reservations (AMQP delivery tags) need, and what leases allow.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from babelq.transports import Delivery, Transport
 
 log = logging.getLogger(__name__)
 
+#: how long a reserve that came back empty is retried while the broker still counts ready messages
+PATIENCE = 0.25
+
 
 class ReservedPartition(InputPartition):
     """A chunk of reserved bodies, planned on the driver and read on an executor."""
@@ -34,20 +42,26 @@ class ReservedPartition(InputPartition):
         self.batch_id = batch_id
 
 
-def reserve_up_to(transport: Transport, queue: str, limit: int, chunk: int) -> list[Delivery]:
-    """Reserve until ``limit`` messages are held or the queue has no ready message left."""
+def reserve_up_to(
+    transport: Transport, queue: str, limit: int, chunk: int, *, patience: float = PATIENCE
+) -> list[Delivery]:
+    """Reserve until ``limit`` messages are held or the queue has no ready message left.
+
+    An empty answer while the broker still counts waiting messages gets one more reserve that
+    waits up to ``patience`` seconds: deliveries may still be on their way to an AMQP consumer,
+    an SQS short poll may have sampled empty servers. ``size`` counts delayed messages too, so a
+    queue holding only those costs one ``patience`` wait per call.
+    """
     held: list[Delivery] = []
     while len(held) < limit:
-        got = transport.reserve(queue, max_messages=min(chunk, limit - len(held)), timeout=0.0)
+        want = min(chunk, limit - len(held))
+        got = transport.reserve(queue, max_messages=want, timeout=0.0)
+        if not got and patience > 0 and transport.size(queue) > 0:
+            got = transport.reserve(queue, max_messages=want, timeout=patience)
         if not got:
             break
         held.extend(got)
     return held
-
-
-def release_all(transport: Transport, deliveries: Sequence[Delivery]) -> None:
-    for delivery in deliveries:
-        transport.release(delivery)
 
 
 class BabelqBatchReader(DataSourceReader):
@@ -56,18 +70,22 @@ class BabelqBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.options
-        transport = open_reserving(opts)
+        transport = open_reserving(opts, max_held=opts.max_messages_per_batch, snapshot=True)
         try:
             held = reserve_up_to(transport, opts.queue, opts.max_messages_per_batch, opts.reserve_batch)
             rows = to_rows(held)
             if opts.consume:
                 transport.ack_many(held)
             else:
-                release_all(transport, held)
+                transport.release_many(held)
         finally:
             transport.close()
-        log.info("babelq batch read of %s: %d messages (%s)", opts.queue, len(rows),
-                 "consumed" if opts.consume else "put back")
+        log.info(
+            "babelq batch read of %s: %d messages (%s)",
+            opts.queue,
+            len(rows),
+            "consumed" if opts.consume else "put back",
+        )
         at = now_ms()
         return [ReservedPartition(chunk, at, None) for chunk in split(rows, opts.num_partitions)]
 

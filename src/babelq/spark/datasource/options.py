@@ -13,9 +13,11 @@ from typing import Any
 
 from babelq.errors import ConfigurationError
 
-#: default seconds a streaming reservation stays invisible to other consumers. It must outlive
-#: a micro-batch *and* the planning of the next one (the batch is acked only then).
-DEFAULT_VISIBILITY_TIMEOUT = 300.0
+#: default lease (seconds) of a reader's reservations on leased transports (SQLite, Redis, SQS).
+#: The streaming reader renews held leases while a micro-batch runs, so this does not bound a
+#: batch's duration: it is how long a *killed* query's messages stay invisible before they come
+#: back. AMQP ignores it (its reservations end with the connection).
+DEFAULT_VISIBILITY_TIMEOUT = 60.0
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -70,7 +72,7 @@ class SourceOptions:
     - ``url``/``queue``: the broker (``sqlite:///q.db``, ``redis://...``) and logical queue.
     - ``max_messages_per_batch``: cap of one streaming micro-batch / one batch read.
     - ``num_partitions``: how many Spark partitions one reservation is split into.
-    - ``visibility_timeout``: seconds a streaming reservation stays owned before it comes back.
+    - ``visibility_timeout``: lease of a reader's reservations (renewed while held, see above).
     - ``reserve_batch``: messages asked from the broker per ``reserve`` call.
     - ``publish_batch``: bodies per ``publish_many`` call when writing.
     - ``consume``: batch reads only: ack what was read (``true``) instead of putting it back.
@@ -94,12 +96,15 @@ class SourceOptions:
         queue = _get(opts, "queue") or ""
         if need_queue and not queue:
             raise ConfigurationError("babelq data source: option 'queue' is required")
+        visibility_timeout = _float(opts, "visibilityTimeout", DEFAULT_VISIBILITY_TIMEOUT)
+        if visibility_timeout <= 0:
+            raise ConfigurationError("babelq data source: option visibilityTimeout must be > 0 seconds")
         return cls(
             url=url,
             queue=queue,
             max_messages_per_batch=_int(opts, "maxMessagesPerBatch", 10_000, 1),
             num_partitions=_int(opts, "numPartitions", 2, 1),
-            visibility_timeout=_float(opts, "visibilityTimeout", DEFAULT_VISIBILITY_TIMEOUT),
+            visibility_timeout=visibility_timeout,
             reserve_batch=_int(opts, "reserveBatch", 1_000, 1),
             publish_batch=_int(opts, "publishBatch", 1_000, 1),
             consume=_bool(opts, "consume", False),

@@ -13,11 +13,18 @@ from typing import Any
 
 from babelq.transports import Delivery
 
-#: DDL of the read schema.
+#: DDL of the read schema. ``broker_attempts`` is what the broker's own delivery count says about
+#: attempts under the binding's reconciliation (SQS: ``ApproximateReceiveCount - 1``; 0 where the
+#: body's count is authoritative, as on Redis, RabbitMQ and SQLite). Every transport the source
+#: serves reconciles as ``max(body attempts, broker count)``, so a message's attempts are
+#: ``greatest(<body attempts>, broker_attempts)``.
 READ_SCHEMA = (
     "body BINARY, queue STRING, delivery_count INT, stored_at BIGINT, store_host STRING, "
-    "reserved_at BIGINT, batch_id BIGINT"
+    "reserved_at BIGINT, batch_id BIGINT, broker_attempts INT"
 )
+
+
+_INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +36,15 @@ class ReservedRow:
     delivery_count: int | None
     stored_at: int | None
     store_host: str | None
+    broker_attempts: int
 
 
 def to_rows(deliveries: Sequence[Delivery]) -> list[ReservedRow]:
     return [
-        ReservedRow(bytes(d.body), d.queue, d.delivery_count, d.stored_at, d.store_host) for d in deliveries
+        ReservedRow(
+            bytes(d.body), d.queue, d.delivery_count, d.stored_at, d.store_host, min(d.attempts(0), _INT_MAX)
+        )
+        for d in deliveries
     ]
 
 
@@ -60,6 +71,10 @@ def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None
             pa.array([r.store_host for r in rows], pa.string()),
             pa.array([reserved_at] * n, pa.int64()),
             pa.array([batch_id] * n, pa.int64()),
+            pa.array([r.broker_attempts for r in rows], pa.int32()),
         ],
-        names=["body", "queue", "delivery_count", "stored_at", "store_host", "reserved_at", "batch_id"],
+        names=[
+            "body", "queue", "delivery_count", "stored_at", "store_host", "reserved_at", "batch_id",
+            "broker_attempts",
+        ],
     )
