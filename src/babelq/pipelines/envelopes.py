@@ -1,29 +1,28 @@
-"""Turning validated rows into ``transfer.requested`` envelopes, one Arrow batch at a time.
+"""Validated bulk rows as ``transfer.requested`` data and envelopes, as Spark SQL expressions (on the JVM).
 
-Runs inside Spark (``mapInArrow``) with the core codec, so the bytes are exactly what every
-other babelq producer writes. Each envelope embeds its ``validation_result`` (Service A's
-proof, seed 001), carries the bulk file's batch id as ``meta.correlation_id`` and the TTL as
-``meta.expire_at``. The URN's JSON Schema is checked here too: a row that passes the SQL
-rules but not the schema is rejected with the schema's message instead of being published.
+The data object embeds its ``validation_result`` (Service A's proof, seed 001). The URN's JSON
+Schema (:data:`~babelq.pipelines.transfer_schema.TRANSFER_SCHEMA`) is compiled into a Spark
+column by :mod:`babelq.spark.schema_check`, so a row that passes the SQL rules but not the
+schema is rejected with the schema's message instead of being published. The envelopes come
+from :func:`babelq.spark.encode.encode` (the core codec's bytes) with the bulk file's batch id
+as ``meta.correlation_id``, ``requested_at`` (or the ingest time) + TTL as ``meta.expire_at``
+and the debtor account as ``meta.sharding_key``. A blank ``narrative`` is left out of ``data``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from babelq.envelope import make, now_ms
 from babelq.pipelines import TRANSFER_URN
-from babelq.pipelines.transfer_schema import schema_errors
+from babelq.pipelines.transfer_schema import TRANSFER_SCHEMA
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ACCOUNT_FIELDS = ("currency", "debtor_bsb", "debtor_account", "creditor_bsb", "creditor_account")
 CHECKS = ["reference_present", "amount_integer_cents", "amount_within_limits", "currency_iso4217",
           "bsb_format", "account_format", "reference_unique_in_file", "schema"]
-
-#: DDL of what :func:`encode_partition` yields.
-ENCODED_SCHEMA = (
-    "row_no BIGINT, payment_reference STRING, message_id STRING, body BINARY, schema_error STRING"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,58 +33,64 @@ class EncodeSettings:
     validated_at: int
 
 
-def _int_or(value: Any, default: int) -> int:
-    return default if value is None or value == "" else int(value)
+def _blank(col: Column) -> Column:
+    from pyspark.sql import functions as sf
+
+    return col.isNull() | (sf.length(col) == 0)
 
 
-def encode_partition(batches: Iterator[Any], settings: EncodeSettings) -> Iterator[Any]:
-    """Arrow batches of validated rows -> Arrow batches of envelope bodies (:data:`ENCODED_SCHEMA`)."""
-    import pyarrow as pa
+def transfer_data(validated_at: int) -> Column:
+    """The ``data`` struct of a validated row (``amount`` is the amount as a long); a blank
+    ``narrative`` is null there, and is left out of the published object (``omit_null``)."""
+    from pyspark.sql import functions as sf
 
-    now = now_ms()
-    for batch in batches:
-        cols = batch.to_pydict()
-        n = batch.num_rows
-        bodies: list[bytes | None] = []
-        ids: list[str | None] = []
-        errors: list[str | None] = []
-        for i in range(n):
-            requested = _int_or(cols["requested_at"][i], now)
-            ttl = _int_or(cols["ttl_seconds"][i], settings.default_ttl_seconds)
-            data = {
-                "payment_reference": cols["payment_reference"][i],
-                "amount_cents": cols["amount"][i],
-                "currency": cols["currency"][i],
-                "debtor_bsb": cols["debtor_bsb"][i],
-                "debtor_account": cols["debtor_account"][i],
-                "creditor_bsb": cols["creditor_bsb"][i],
-                "creditor_account": cols["creditor_account"][i],
-                "validation_result": {
-                    "passed": True, "checks": CHECKS, "validated_at": settings.validated_at,
-                },
-            }
-            if cols["narrative"][i]:
-                data["narrative"] = cols["narrative"][i]
-            problems = schema_errors(data)
-            if problems:
-                bodies.append(None)
-                ids.append(None)
-                errors.append("; ".join(problems))
-                continue
-            env = make(
-                TRANSFER_URN, data, queue=settings.queue, correlation_id=settings.batch_id,
-                expire_at=requested + ttl * 1000, sharding_key=cols["debtor_account"][i],
-            )
-            bodies.append(env.encode())
-            ids.append(env.id)
-            errors.append(None)
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(cols["row_no"], pa.int64()),
-                pa.array(cols["payment_reference"], pa.string()),
-                pa.array(ids, pa.string()),
-                pa.array(bodies, pa.binary()),
-                pa.array(errors, pa.string()),
-            ],
-            names=["row_no", "payment_reference", "message_id", "body", "schema_error"],
-        )
+    proof = sf.struct(
+        sf.lit(True).alias("passed"),
+        sf.array(*[sf.lit(c) for c in CHECKS]).alias("checks"),
+        sf.lit(validated_at).cast("long").alias("validated_at"),
+    )
+    return sf.struct(
+        sf.col("payment_reference"),
+        sf.col("amount").alias("amount_cents"),
+        *[sf.col(c) for c in ACCOUNT_FIELDS],
+        proof.alias("validation_result"),
+        sf.when(~_blank(sf.col("narrative")), sf.col("narrative")).alias("narrative"),
+    )
+
+
+#: data fields left out of the object when null
+OMIT_NULL = ("narrative",)
+
+
+def with_schema_check(checked: DataFrame, validated_at: int) -> DataFrame:
+    """``checked`` (validated) plus ``schema_error``: the first violation of the URN's JSON Schema
+    by the data a row without SQL-rule reasons would publish; such a row gets ``schema_invalid``."""
+    from pyspark.sql import functions as sf
+
+    from babelq.spark.schema_check import first_violation_of
+
+    violation = first_violation_of(checked, transfer_data(validated_at), TRANSFER_SCHEMA, omit_null=OMIT_NULL)
+    reasons = sf.when(sf.col("schema_error").isNotNull(), sf.array(sf.lit("schema_invalid")))
+    return checked.withColumn("schema_error", sf.when(sf.size("reasons") == 0, violation)).withColumn(
+        "reasons", reasons.otherwise(sf.col("reasons"))
+    )
+
+
+def encode_transfers(valid: DataFrame, settings: EncodeSettings) -> DataFrame:
+    """One ``body`` (binary envelope) per row of ``valid``, built on the JVM."""
+    from pyspark.sql import functions as sf
+
+    from babelq.spark.encode import encode
+
+    requested = sf.coalesce(sf.col("requested_at").try_cast("long"), sf.lit(settings.validated_at))
+    ttl = sf.coalesce(sf.col("ttl_seconds").try_cast("long"), sf.lit(settings.default_ttl_seconds))
+    return encode(
+        valid,
+        urn=TRANSFER_URN,
+        data=transfer_data(settings.validated_at),
+        queue=settings.queue,
+        correlation_id=sf.lit(settings.batch_id),
+        expire_at=(requested + ttl * 1000).cast("long"),
+        sharding_key=sf.col("debtor_account"),
+        omit_null=OMIT_NULL,
+    ).select("body")

@@ -45,7 +45,9 @@ _COLUMNS = (
 
 
 def _row(p: Posting) -> tuple[Any, ...]:
-    return tuple(getattr(p, c) for c in _COLUMNS)
+    """The values of :data:`_COLUMNS`, in that order."""
+    return (p.message_id, p.payment_reference, p.amount_cents, p.currency, p.debtor_bsb, p.debtor_account,
+            p.creditor_bsb, p.creditor_account, p.correlation_id, p.trace_id, p.attempts, p.posted_at)
 
 
 class Ledger(Protocol):

@@ -1,8 +1,9 @@
-"""The JSON Schema of ``transfer.requested`` data, and a compiled validator for it.
+"""The JSON Schema of ``transfer.requested`` data, and a Python validator for it.
 
-Ingest checks every envelope's data against it before publishing (the URN's contract, on top
-of the Spark SQL rules), and settle checks it again before posting: a consumer never trusts
-a payload just because it decoded.
+Ingest checks every row's data against it in Spark before publishing (compiled to a Spark
+column by :mod:`babelq.spark.schema_check`, on top of the SQL rules), and settle checks it
+again in Python before posting (:func:`schema_errors`): a consumer never trusts a payload just
+because it decoded.
 """
 
 from __future__ import annotations
@@ -53,37 +54,40 @@ def _validator() -> Any:
     return cls(TRANSFER_SCHEMA)
 
 
-_BSB = re.compile(r"[0-9]{3}-[0-9]{3}")
-_ACCOUNT = re.compile(r"[0-9]{6,10}")
-_CCY = re.compile(r"[A-Z]{3}")
+_BSB = re.compile(r"[0-9]{3}-[0-9]{3}").fullmatch
+_ACCOUNT = re.compile(r"[0-9]{6,10}").fullmatch
+_CCY = re.compile(r"[A-Z]{3}").fullmatch
 
 
 def _obviously_valid(data: Any) -> bool:
-    """A hand-written check that accepts only what the schema accepts (about 10x cheaper than
+    """A hand-written check that accepts only what the schema accepts (far cheaper than
     jsonschema); anything it does not accept goes to the full validator for the verdict."""
     if type(data) is not dict:
         return False
-    ref, amount, vr = data.get("payment_reference"), data.get("amount_cents"), data.get("validation_result")
-    return (
-        type(ref) is str
-        and 1 <= len(ref) <= 64
-        and type(amount) is int
-        and amount >= 1
-        and type(data.get("currency")) is str
-        and _CCY.fullmatch(data["currency"]) is not None
-        and all(
-            type(data.get(k)) is str and _BSB.fullmatch(data[k]) is not None
-            for k in ("debtor_bsb", "creditor_bsb")
-        )
-        and all(
-            type(data.get(k)) is str and _ACCOUNT.fullmatch(data[k]) is not None
-            for k in ("debtor_account", "creditor_account")
-        )
-        and type(vr) is dict
-        and type(vr.get("passed")) is bool
-        and type(vr.get("checks")) is list
-        and all(type(c) is str for c in vr["checks"])
-    )
+    get = data.get
+    ref, amount, currency = get("payment_reference"), get("amount_cents"), get("currency")
+    if type(ref) is not str or not 1 <= len(ref) <= 64 or type(amount) is not int or amount < 1:
+        return False
+    if type(currency) is not str or _CCY(currency) is None:
+        return False
+    for key in ("debtor_bsb", "creditor_bsb"):
+        value = get(key)
+        if type(value) is not str or _BSB(value) is None:
+            return False
+    for key in ("debtor_account", "creditor_account"):
+        value = get(key)
+        if type(value) is not str or _ACCOUNT(value) is None:
+            return False
+    proof = get("validation_result")
+    if type(proof) is not dict or type(proof.get("passed")) is not bool:
+        return False
+    checks = proof.get("checks")
+    if type(checks) is not list:
+        return False
+    for check in checks:  # noqa: SIM110 - a plain loop: this runs once per message on the hot path
+        if type(check) is not str:
+            return False
+    return True
 
 
 def schema_errors(data: Any) -> list[str]:

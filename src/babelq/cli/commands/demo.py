@@ -34,7 +34,9 @@ def register(subparsers: Subparsers) -> None:
         "--broker", help="broker URL (default: sqlite in --out), e.g. redis://127.0.0.1:6379/0"
     )
     parser.add_argument("--seed", type=int, default=42, help="generator seed (default %(default)s)")
-    parser.add_argument("--batch", type=int, default=25_000, help="max messages per settle micro-batch")
+    parser.add_argument(
+        "--batch", type=int, default=100_000, help="max messages per settle micro-batch (default %(default)s)"
+    )
     parser.set_defaults(func=run)
 
 

@@ -1,0 +1,64 @@
+"""settle_partition on its own (no Spark): the broker's delivery count raises attempts, never lowers them.
+
+The ``babelq`` source reads ``broker_attempts`` (SQS: ApproximateReceiveCount - 1) beside each
+body; settle takes ``max(body attempts, broker_attempts)`` as SPEC section 4 asks, so a message
+SQS has handed out three times is not given three more tries because its body still says 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from payment_fixtures import transfer
+
+from babelq.envelope import decode
+from babelq.pipelines.settle_partition import SettleConfig, settle_partition
+from babelq.transports import open_transport
+
+pa = pytest.importorskip("pyarrow")
+
+
+def _settle(tmp_path: Path, queue: str, rows: list[tuple[bytes, int]]) -> dict[tuple[str, str], int]:
+    config = SettleConfig(
+        url=f"sqlite://{tmp_path}/q.db", queue=queue, ledger=str(tmp_path / "ledger.db"), max_attempts=3
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b for b, _ in rows], pa.binary()), pa.array([n for _, n in rows], pa.int32())],
+        names=["body", "broker_attempts"],
+    )
+    [out] = list(settle_partition(iter([batch]), config))
+    table = out.to_pydict()
+    return {
+        (o, c or ""): n for o, c, n in zip(table["outcome"], table["cause"], table["n"], strict=True)
+    }
+
+
+def test_broker_attempts_raise_the_body_count(tmp_path: Path, unique_queue: str) -> None:
+    closed_fresh = transfer("PAY-C0", unique_queue, creditor_account="12349999")
+    closed_seen = transfer("PAY-C2", unique_queue, creditor_account="12349999")
+    transient_seen = transfer("PAY-T1", unique_queue, creditor_account="12340000")
+    counts = _settle(
+        tmp_path,
+        unique_queue,
+        [(closed_fresh.encode(), 0), (closed_seen.encode(), 2), (transient_seen.encode(), 1)],
+    )
+    # fresh closed account: attempt 0 fails -> retried with attempts 1; the one SQS delivered
+    # three times (broker_attempts 2) has used its tries -> DLQ; the transient failure only
+    # fails attempt 0, and broker_attempts 1 says this is attempt 1 -> posted
+    assert counts == {("retried", "core_banking"): 1, ("dead_lettered", "max_attempts"): 1, ("posted", ""): 1}
+    transport = open_transport(f"sqlite://{tmp_path}/q.db")
+    try:
+        [retry] = [decode(d.body) for d in transport.reserve(unique_queue, max_messages=10, timeout=2)]
+        [dead] = [decode(d.body) for d in transport.reserve(unique_queue + ".dlq", max_messages=10)]
+    finally:
+        transport.close()
+    assert (retry.id, retry.attempts) == (closed_fresh.id, 1)
+    assert dead.id == closed_seen.id and dead.dead_letter is not None
+    assert dead.dead_letter["attempts"] == 3
+
+
+def test_a_lower_broker_count_never_lowers_the_body_attempts(tmp_path: Path, unique_queue: str) -> None:
+    closed = transfer("PAY-C", unique_queue, creditor_account="12349999").with_attempts(2)
+    counts = _settle(tmp_path, unique_queue, [(closed.encode(), 0)])
+    assert counts == {("dead_lettered", "max_attempts"): 1}
