@@ -109,7 +109,7 @@ FIELDS = [
     "meta.id",
     "meta.created_at",
 ]
-MUTATIONS = ["none", "none", "none", "truncate", "append", "insert", "flip", "wrap", "scalar"]
+MUTATIONS = ["none", "none", "none", "truncate", "append", "insert", "flip", "wrap", "scalar", "repeat"]
 TAILS = [b"}", b" ", b"\n", b"x", b",{}", b"]", b"\x00", b" {}", b"\xff", b"\n\t "]
 
 
@@ -170,6 +170,12 @@ def bodies(draw: st.DrawFn) -> bytes:
         body = b"[" + body + b"]"
     elif mutation == "scalar":
         body = json.dumps(draw(st.sampled_from(WILD))).encode()
+    elif mutation == "repeat" and body.startswith(b"{") and body.rstrip().endswith(b"}"):
+        # a key written twice: the last one wins in the core (first here: the original value wins)
+        key = draw(st.sampled_from(["job", "urn", "trace_id", "data", "meta", "attempts"]))
+        extra = json.dumps({key: draw(st.sampled_from(WILD))}).encode()[1:-1]
+        at_start = draw(st.booleans())
+        body = b"{" + extra + b"," + body[1:] if at_start else body.rstrip()[:-1] + b"," + extra + b"}"
     return body
 
 
@@ -185,10 +191,102 @@ def test_verdict_and_fields_equal_the_core_on_a_fuzz_corpus(spark: Any, corpus: 
     from babelq.spark.decode import decode
 
     fixed = [(CONFORMANCE / "fixtures" / "order-created.json").read_bytes() + tail for tail in TAILS]
-    rows = decode(spark.createDataFrame([(b,) for b in fixed + corpus], "body binary")).collect()
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(fixed + corpus)], "n int, body binary")
+    rows = decode(df, path_column="path").orderBy("n").collect()
     problems = _compare(rows)
     assert not problems, problems[:5]
     assert any(r["accepted"] for r in rows) and not all(r["accepted"] for r in rows)
+    # Both paths were exercised, and the other two paths give the very same rows: the Spark SQL
+    # fast path, and the exact path alone (data_json may differ in spelling, not in value).
+    assert {r["path"] for r in rows} == {"scan", "exact"}
+    for other in ({"scanner": False}, {"fast": False}):
+        again = decode(df, **other).orderBy("n").collect()
+        differ = [
+            (_comparable(a), _comparable(b))
+            for a, b in zip(rows, again, strict=True)
+            if _comparable(a) != _comparable(b)
+        ]
+        assert not differ, (other, differ[:3])
+
+
+def _comparable(row: Any) -> dict[str, Any]:
+    """A decoded row without the path column, data_json parsed (its spelling depends on the path)."""
+    values = row.asDict()
+    values.pop("path", None)
+    if values["data_json"] is not None:
+        values["data_json"] = json.loads(values["data_json"])
+    return values
+
+
+@pytest.mark.parametrize("scanner", [True, False], ids=["jvm-scanner", "sql"])
+def test_well_formed_bodies_take_a_fast_path_and_odd_ones_the_exact_one(spark: Any, scanner: bool) -> None:
+    from babelq.spark.decode import decode
+
+    fast = "scan" if scanner else "sql"
+    good = make("urn:babel:orders:created", {"name": "Zoë", "tags": ["a"], "n": 1.5}, queue="q").encode()
+    name = b'"Zo\xc3\xab"'
+    cases = {
+        good: fast,
+        b"  " + good + b"\n": fast,
+        good.replace(name, b'"Zo\\u00eb"'): fast,  # an escape that is safe
+        good.replace(name, b'"\\ud83d\\ude00"'): "scan" if scanner else "exact",  # a surrogate pair
+        good.replace(name, b'"\\ud800"'): "exact",  # lone surrogate: core says poison
+        good.replace(name, b'"{x}"'): "scan" if scanner else "exact",  # a string starting with '{'
+        good.replace(name, b"123456789012345678901234567890"): fast,  # an integer beyond 64 bits
+        good.replace(name, b"1e400"): "exact" if scanner else "sql",  # only fits as infinity: poison
+        good.replace(name, b"[" * 300 + b"]" * 300): "exact" if scanner else "sql",  # deeper than 256
+        good + b',"x":{}': "exact",  # trailing content
+        good[:-1]: "exact",
+        b"[1]": "exact",
+    }
+    df = spark.createDataFrame([(b,) for b in cases], "body binary")
+    rows = decode(df, path_column="path", scanner=scanner).collect()
+    assert {bytes(r["body"]): r["path"] for r in rows} == cases
+    for row in rows:
+        body = bytes(row["body"])
+        core_accepted, core_reason, _ = _core(body)
+        if b"1e400" in body and not scanner:  # documented: Spark's own parser reads infinity there
+            assert row["accepted"]
+            continue
+        assert row["accepted"] == core_accepted, body
+        reason = row["reject_reason"]
+        assert core_reason is None or core_reason.startswith(reason), (body, reason, core_reason)
+    assert not _compare([r for r in rows if scanner or b"1e400" not in bytes(r["body"])])
+
+
+REPEATED_KEYS = [
+    b'{"job":"urn:a:b","job":5,"trace_id":"t","data":{},"meta":{"schema_version":1},"attempts":0}',
+    b'{"job":5,"job":"urn:a:b","trace_id":"t","data":{"a":1,"a":2},"meta":{"schema_version":1},"attempts":0}',
+    b'{"trace_id":"t","data":{"a":1,"a":2},"meta":{"schema_version":1},"attempts":0,"urn":5}',
+    b'{"job":"urn:a:b","trace_id":"t","data":{},"meta":{"schema_version":2,"schema_version":1},"attempts":0}',
+    b'{"job":"urn:a:b","trace_id":"t","data":{},"meta":{"schema_version":1,"schema_version":"1"},"attempts":0}',
+    b'{"job":"urn:a:b","trace_id":"t","data":{},"meta":{"schema_version":1},"attempts":0,"attempts":1.5}',
+]
+
+
+def test_repeated_keys_keep_the_last_value_as_the_core_does(spark: Any) -> None:
+    from babelq.spark.decode import decode
+
+    df = spark.createDataFrame([(b,) for b in REPEATED_KEYS], "body binary")
+    rows = decode(df).collect()
+    assert not _compare(rows)
+    assert [r["accepted"] for r in rows] == [False, True, False, True, False, False]
+
+
+def test_a_session_refusing_repeated_keys_is_warned_about(spark: Any) -> None:
+    from babelq.spark.decode import decode
+    from babelq.spark.session import DUPLICATE_KEYS_CONF
+
+    df = spark.createDataFrame([(b,) for b in REPEATED_KEYS], "body binary")
+    spark.conf.set(DUPLICATE_KEYS_CONF, "false")
+    try:
+        with pytest.warns(RuntimeWarning, match=DUPLICATE_KEYS_CONF):
+            rows = decode(df, path_column="path").collect()
+    finally:
+        spark.conf.set(DUPLICATE_KEYS_CONF, "true")
+    # the rows the exact path reads are called poison; the fast path still keeps the last value
+    assert {r["reject_reason"] for r in rows if r["path"] == "exact"} == {"body is not JSON"}
+    assert [r["accepted"] for r in rows if r["path"] != "exact"] == [True, True]
 
 
 def test_encode_then_decode_round_trips_with_a_data_schema(spark: Any) -> None:

@@ -71,6 +71,10 @@ def _plain(value: Any) -> Any:
 
 def _core_body(row: Any, columns: list[str], **extra: Any) -> bytes:
     data = {name: _plain(row[name]) for name in columns}
+    if "m_entries" in row and row["m_entries"] is not None:
+        # a Spark map keeps its entries in order, and encode writes them in that order; collect()
+        # hands maps to Python through a Java HashMap, which loses it, so take it from the entries
+        data["m"] = {entry["key"]: entry["value"] for entry in row["m_entries"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         env = make(
@@ -85,16 +89,41 @@ def _core_body(row: Any, columns: list[str], **extra: Any) -> bytes:
     return env.encode()
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(generated=st.lists(rows, min_size=250, max_size=250))
+#: doubles written by babelq's JVM helper (the default where the jar is loaded) and by SQL alone
+JVM = pytest.mark.parametrize("jvm", [True, False], ids=["jvm-float", "sql-float"])
+
+
+# Each example is one Spark job. Lists much longer than ~100 of these rows overrun hypothesis'
+# entropy buffer and are regenerated again and again (that cost more than the Spark jobs).
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(generated=st.lists(rows, min_size=80, max_size=80))
 def test_body_bytes_equal_the_core_codec_for_generated_rows(spark: Any, generated: list[Any]) -> None:
+    _assert_core_bytes(spark, generated, jvm=True)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(generated=st.lists(rows, min_size=80, max_size=80))
+def test_body_bytes_equal_the_core_codec_without_the_jvm_helpers(spark: Any, generated: list[Any]) -> None:
+    _assert_core_bytes(spark, generated, jvm=False)
+
+
+def _assert_core_bytes(spark: Any, generated: list[Any], *, jvm: bool) -> None:
     from babelq.spark.encode import encode
 
     df = spark.createDataFrame(generated, ROW_SCHEMA)
     columns = df.columns
-    out = encode(
-        df, urn="urn:babel:spark:row.encoded", data=columns, queue="spark-q", created_at=sf.lit(CREATED)
-    ).collect()
+    out = (
+        encode(
+            df,
+            urn="urn:babel:spark:row.encoded",
+            data=columns,
+            queue="spark-q",
+            created_at=sf.lit(CREATED),
+            jvm=jvm,
+        )
+        .withColumn("m_entries", sf.map_entries("m"))
+        .collect()
+    )
     mismatches = [
         (bytes(r["body"]), _core_body(r, columns)) for r in out if bytes(r["body"]) != _core_body(r, columns)
     ]
@@ -103,13 +132,44 @@ def test_body_bytes_equal_the_core_codec_for_generated_rows(spark: Any, generate
     assert all(r["id"] != r["trace_id"] for r in out)
 
 
-def test_every_edge_double_is_formatted_like_python_repr(spark: Any) -> None:
+def _float_function(spark: Any, jvm: bool) -> str | None:
+    from babelq.spark.jvm import float_repr
+
+    name = float_repr(spark) if jvm else None
+    assert name or not jvm, "babelq's jar is not loaded in the test session"
+    return name
+
+
+@JVM
+def test_every_edge_double_is_formatted_like_python_repr(spark: Any, jvm: bool) -> None:
     from babelq.spark.json_expr import json_double
 
     values = EDGE_DOUBLES + [-v for v in EDGE_DOUBLES] + [math.ldexp(1.0, e) for e in range(-1074, 1024, 7)]
     df = spark.createDataFrame([(v,) for v in values], "d double")
-    got = [r[0] for r in df.select(json_double(sf.col("d"))).collect()]
+    got = [r[0] for r in df.select(json_double(sf.col("d"), jvm=_float_function(spark, jvm))).collect()]
     assert got == [repr(v) for v in values]
+
+
+@JVM
+def test_random_bit_patterns_are_formatted_like_python_repr(spark: Any, jvm: bool) -> None:
+    """Every exponent and mantissa shape, subnormals included: doubles from random 64-bit patterns."""
+    import random
+    import struct
+
+    from babelq.spark.json_expr import json_double
+
+    rnd = random.Random(20261122)
+    values: list[float] = []
+    while len(values) < (40_000 if jvm else 5_000):
+        value = struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(value):
+            values.append(value)
+    # short decimals too, where the one-digit/two-digit choice matters: d x 10^e
+    values += [v for d in range(1, 10) for e in range(-324, 309) if math.isfinite(v := float(f"{d}e{e}"))]
+    df = spark.createDataFrame([(v,) for v in values], "d double")
+    got = [r[0] for r in df.select(json_double(sf.col("d"), jvm=_float_function(spark, jvm))).collect()]
+    wrong = [(v, g) for v, g in zip(values, got, strict=True) if g != repr(v)]
+    assert not wrong, wrong[:5]
 
 
 def test_extensions_and_given_columns_match_make(spark: Any) -> None:
@@ -164,11 +224,13 @@ def test_types_the_core_refuses_are_refused_naming_the_path(spark: Any) -> None:
         encode(df, urn="urn:babel:spark:bad", data=["m"], queue="q")
 
 
-def test_nan_fails_the_job_with_the_path(spark: Any) -> None:
+@JVM
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_infinity_fail_the_job_with_the_path(spark: Any, jvm: bool, bad: float) -> None:
     from babelq.spark.encode import encode
 
-    df = spark.createDataFrame([(float("nan"),)], "ratio double")
-    out = encode(df, urn="urn:babel:spark:bad", data=["ratio"], queue="q")
+    df = spark.createDataFrame([(1.5,), (bad,)], "ratio double")
+    out = encode(df, urn="urn:babel:spark:bad", data=["ratio"], queue="q", jvm=jvm)
     with pytest.raises(Exception, match=r"data\.ratio: NaN"):
         out.collect()
 

@@ -11,11 +11,12 @@ are checked when the expression is built.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from babelq.envelope.constants import LANG, SCHEMA_VERSION
 from babelq.envelope.urn import check_urn
-from babelq.errors import EnvelopeError, URNError
+from babelq.errors import ConfigurationError, EnvelopeError, URNError
 from babelq.spark.json_expr import json_object, json_string, quote_key
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ def encode(
     created_at: Column | None = None,
     strict: bool = False,
     body_column: str = "body",
+    omit_null: Sequence[str] = (),
+    jvm: bool | None = None,
 ) -> DataFrame:
     """``df`` plus ``id``, ``trace_id`` and a binary ``body`` column holding the envelope.
 
@@ -100,7 +103,12 @@ def encode(
     and ``created_at`` exist for replays and tests (else ``uuid()`` and the query's current
     time in ms). Optional extension columns that are null for a row are left out of that row's
     ``meta``, as ``make`` leaves out ``None`` keywords. Existing ``id``/``trace_id``/``body``
-    columns are replaced.
+    columns are replaced. Top-level ``data`` fields named in ``omit_null`` are left out of the
+    data object when they are null (as ``make`` gets no such key), instead of written as ``null``.
+
+    Doubles are written by babelq's JVM helper (:mod:`babelq.spark.jvm`) when the session has
+    it (``jvm=None``; ``True`` requires it), else by Spark SQL string functions (``jvm=False``
+    forces those): the same bytes either way.
     """
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
@@ -124,7 +132,19 @@ def encode(
         raise EnvelopeError(
             "data", f"must be a struct column (a JSON object), got {data_type.simpleString()}"
         )
-    data_json = sf.when(data_col.isNull(), _lit("{}")).otherwise(json_object(data_col, data_type, "data"))
+    float_function = None
+    if jvm is not False:
+        from babelq.spark.jvm import float_repr, jar_path
+
+        float_function = float_repr(df.sparkSession)
+        if float_function is None and jvm:
+            raise ConfigurationError(
+                "encode(jvm=True): babelq's JVM helpers are not on this session's classpath; "
+                f"add {jar_path()} to spark.jars (babelq.spark.session.get_session does)"
+            )
+    data_json = sf.when(data_col.isNull(), _lit("{}")).otherwise(
+        json_object(data_col, data_type, "data", omit_null=frozenset(omit_null), jvm=float_function)
+    )
 
     out = df.withColumn("id", sf.expr("uuid()") if id is None else id.cast("string"))
     out = out.withColumn("trace_id", sf.expr("uuid()") if trace_id is None else trace_id.cast("string"))

@@ -158,9 +158,19 @@ def _one_digit_if_shorter(state: Column, magnitude: Column) -> Column:
     )
 
 
-def json_double(col: Column, path: str = "value") -> Column:
-    """Python's ``repr`` of a double column (the canonical JSON number); NaN/Infinity raise."""
+def json_double(col: Column, path: str = "value", *, jvm: str | None = None) -> Column:
+    """Python's ``repr`` of a double column (the canonical JSON number); NaN/Infinity raise.
+
+    ``jvm`` names babelq's float-repr UDF in the session (:func:`babelq.spark.jvm.float_repr`),
+    one call per value; without it the same text is built from Spark SQL string functions.
+    """
     from pyspark.sql import functions as sf
+
+    if jvm:
+        text = sf.call_function(jvm, col.cast("double"))
+        refused = sf.raise_error(_lit(f"{path}: NaN and Infinity are not allowed in JSON"))
+        # repr is null only for NaN and the infinities; coalesce evaluates raise_error only then
+        return sf.when(col.isNull(), sf.lit(None).cast("string")).otherwise(sf.coalesce(text, refused))
 
     def from_value(value: Column) -> Column:
         magnitude = sf.abs(value)
@@ -196,11 +206,12 @@ def _refusal(type_name: str) -> str:
     return f"Spark type {type_name} has no canonical JSON form"
 
 
-def json_value(col: Column, data_type: DataType, path: str = "data") -> Column:
+def json_value(col: Column, data_type: DataType, path: str = "data", *, jvm: str | None = None) -> Column:
     """Canonical JSON text of ``col`` of Spark type ``data_type``; SQL null becomes ``null``.
 
     Raises :class:`~babelq.errors.EnvelopeError` naming ``path`` for a type the core codec
     refuses (decimal, binary, dates and timestamps, maps with non-string keys, ...).
+    ``jvm``: the name of babelq's float-repr UDF, for doubles (see :func:`json_double`).
     """
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
@@ -214,19 +225,24 @@ def json_value(col: Column, data_type: DataType, path: str = "data") -> Column:
     ):
         return sf.coalesce(col.cast("string"), null)
     if isinstance(data_type, stypes.DoubleType | stypes.FloatType):
-        return sf.coalesce(json_double(col, path), null)
+        return sf.coalesce(json_double(col, path, jvm=jvm), null)
     if isinstance(data_type, stypes.NullType):
         return null
     if isinstance(data_type, stypes.StructType):
-        return sf.when(col.isNull(), null).otherwise(json_object(col, data_type, path))
+        return sf.when(col.isNull(), null).otherwise(json_object(col, data_type, path, jvm=jvm))
     if isinstance(data_type, stypes.ArrayType):
         element_type = data_type.elementType
+        whole_types = _whole_types()
 
         def element(item: Column) -> Column:
-            return json_value(item, element_type, f"{path}[]")
+            return json_value(item, element_type, f"{path}[]", jvm=jvm)
 
-        items = sf.array_join(sf.transform(col, element), ",")
-        return sf.when(col.isNull(), null).otherwise(sf.concat(_lit("["), items, _lit("]")))
+        items = sf.concat(_lit("["), sf.array_join(sf.transform(col, element), ","), _lit("]"))
+        if isinstance(element_type, stypes.StringType):
+            items = _string_array(col, items)
+        elif isinstance(element_type, whole_types):
+            items = sf.concat(_lit("["), sf.array_join(col.cast("array<string>"), ",", "null"), _lit("]"))
+        return sf.when(col.isNull(), null).otherwise(items)
     if isinstance(data_type, stypes.MapType):
         if not isinstance(data_type.keyType, stypes.StringType):
             raise EnvelopeError(path, f"map keys must be strings, got {data_type.keyType.simpleString()}")
@@ -234,7 +250,9 @@ def json_value(col: Column, data_type: DataType, path: str = "data") -> Column:
 
         def entry(pair: Column) -> Column:
             return sf.concat(
-                json_string(pair["key"]), _lit(":"), json_value(pair["value"], value_type, f"{path}{{}}")
+                json_string(pair["key"]),
+                _lit(":"),
+                json_value(pair["value"], value_type, f"{path}{{}}", jvm=jvm),
             )
 
         members = sf.array_join(sf.transform(sf.map_entries(col), entry), ",")
@@ -242,17 +260,68 @@ def json_value(col: Column, data_type: DataType, path: str = "data") -> Column:
     raise EnvelopeError(path, _refusal(data_type.typeName()))
 
 
-def json_object(col: Column, schema: DataType, path: str = "data") -> Column:
-    """Canonical JSON object text of a non-null struct column (fields in schema order)."""
+def _whole_types() -> tuple[type, ...]:
+    from pyspark.sql import types as stypes
+
+    return (stypes.BooleanType, stypes.ByteType, stypes.ShortType, stypes.IntegerType, stypes.LongType)
+
+
+def _string_array(col: Column, general: Column) -> Column:
+    """JSON text of a non-null ``array<string>`` without a per-element lambda where possible.
+
+    Spark evaluates lambdas (``transform``) interpreted, element by element; when no element
+    holds a control character the whole array is escaped at once instead: elements are joined
+    with U+0001, nulls written as U+0002 (neither can occur in such data), the joined text is
+    escaped like one string and the markers are turned into ``","`` and ``null``. Arrays with
+    a control character take ``general`` (the per-element path).
+    """
+    from pyspark.sql import functions as sf
+
+    joined = sf.array_join(col, "\x01", "\x02")
+    escaped = sf.replace(sf.replace(joined, _lit("\\"), _lit("\\\\")), _lit('"'), _lit('\\"'))
+    quoted = sf.concat(_lit('["'), sf.replace(escaped, _lit("\x01"), _lit('","')), _lit('"]'))
+    fast = sf.replace(quoted, _lit('"\x02"'), _lit("null"))
+    return (
+        sf.when(sf.size(col) == 0, _lit("[]"))
+        .when(sf.array_join(col, "").rlike(_CONTROL_CLASS), general)
+        .otherwise(fast)
+    )
+
+
+def json_object(
+    col: Column,
+    schema: DataType,
+    path: str = "data",
+    *,
+    omit_null: frozenset[str] = frozenset(),
+    jvm: str | None = None,
+) -> Column:
+    """Canonical JSON object text of a non-null struct column (fields in schema order).
+
+    Fields named in ``omit_null`` are left out of the object when they are null (as a Python
+    producer leaves out a key it does not set) instead of being written as ``null``.
+    """
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
 
     if not isinstance(schema, stypes.StructType):
         raise EnvelopeError(path, f"must be a struct (a JSON object), got {schema.simpleString()}")
+    unknown = sorted(omit_null - set(schema.fieldNames()))
+    if unknown:
+        raise EnvelopeError(path, f"omit_null names fields the struct does not have: {unknown}")
+    if omit_null:
+        members = []
+        for field in schema.fields:
+            value = col[field.name]
+            token = json_value(value, field.dataType, format_path(path, [field.name]), jvm=jvm)
+            member = sf.concat(_lit(quote_key(field.name) + ":"), token)
+            members.append(sf.when(value.isNotNull(), member) if field.name in omit_null else member)
+        # array_join leaves the null (omitted) members out, commas included
+        return sf.concat(_lit("{"), sf.array_join(sf.array(*members), ","), _lit("}"))
     parts: list[Column] = [_lit("{")]
     for index, field in enumerate(schema.fields):
         prefix = ("," if index else "") + quote_key(field.name) + ":"
         parts.append(_lit(prefix))
-        parts.append(json_value(col[field.name], field.dataType, format_path(path, [field.name])))
+        parts.append(json_value(col[field.name], field.dataType, format_path(path, [field.name]), jvm=jvm))
     parts.append(_lit("}"))
     return sf.concat(*parts)

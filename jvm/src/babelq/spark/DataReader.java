@@ -1,0 +1,222 @@
+package babelq.spark;
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Reads a scanned JSON value into the Java value Spark expects for a data type, so a decoded
+ * envelope's {@code data} becomes a struct without a second JSON parse.
+ *
+ * <p>The rules are {@code from_json}'s for values that fit: a JSON string into a string field,
+ * an integer in range into an integral field, any number into a double (float: the double,
+ * narrowed), true/false into a boolean, an object into a struct (fields by exact name, the last
+ * of repeated keys, missing ones null) or a {@code map<string, _>}, an array into an array.
+ * A string field given any other JSON value gets that value's JSON text, as {@code from_json}
+ * does. Any other value that does not fit its type is null. Types outside these (decimal,
+ * dates, binary...) are not handled here: the Python side checks them first.
+ *
+ * <p>The type is compiled once into a tree of readers; a struct reader matches member names
+ * against its fields' UTF-8 bytes, trying the field after the last one matched first (members
+ * usually come in schema order), so a member costs no allocation.
+ */
+final class DataReader {
+  private final Reader root;
+
+  DataReader(StructType schema) {
+    this.root = compile(schema);
+  }
+
+  /** The struct row of the JSON object {@code v} (already validated by the scanner). */
+  Object object(byte[] b, JsonScanner.Value v) {
+    return root.read(b, v);
+  }
+
+  private interface Reader {
+    Object read(byte[] b, JsonScanner.Value v);
+  }
+
+  private static Reader compile(DataType type) {
+    if (type instanceof StructType) {
+      return new StructReader((StructType) type);
+    }
+    if (type instanceof ArrayType) {
+      Reader element = compile(((ArrayType) type).elementType());
+      return (b, v) -> {
+        if (v.kind != JsonScanner.ARRAY) {
+          return null;
+        }
+        List<Object> out = new ArrayList<>();
+        new JsonScanner(b, v.start, v.end).array(1, item -> out.add(item.kind == JsonScanner.NULL
+            ? null : element.read(b, item)));
+        return out;
+      };
+    }
+    if (type instanceof MapType && ((MapType) type).keyType() instanceof StringType) {
+      Reader value = compile(((MapType) type).valueType());
+      return (b, v) -> v.kind == JsonScanner.OBJECT ? map(b, v, value) : null;
+    }
+    if (type instanceof StringType) {
+      return (b, v) -> v.kind == JsonScanner.STRING
+          ? JsonScanner.text(b, v)
+          : new String(b, v.start, v.end - v.start, StandardCharsets.UTF_8);
+    }
+    if (type instanceof LongType) {
+      return (b, v) -> v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+    }
+    if (type instanceof IntegerType) {
+      return (b, v) -> {
+        Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+        return n != null && n >= Integer.MIN_VALUE && n <= Integer.MAX_VALUE ? Integer.valueOf(n.intValue()) : null;
+      };
+    }
+    if (type instanceof ShortType) {
+      return (b, v) -> {
+        Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+        return n != null && n >= Short.MIN_VALUE && n <= Short.MAX_VALUE ? Short.valueOf(n.shortValue()) : null;
+      };
+    }
+    if (type instanceof ByteType) {
+      return (b, v) -> {
+        Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+        return n != null && n >= Byte.MIN_VALUE && n <= Byte.MAX_VALUE ? Byte.valueOf(n.byteValue()) : null;
+      };
+    }
+    if (type instanceof DoubleType) {
+      return (b, v) -> number(b, v) ? Double.valueOf(parse(b, v)) : null;
+    }
+    if (type instanceof FloatType) {
+      return (b, v) -> number(b, v) ? Float.valueOf((float) parse(b, v)) : null;
+    }
+    if (type instanceof BooleanType) {
+      return (b, v) -> v.kind == JsonScanner.TRUE ? Boolean.TRUE : v.kind == JsonScanner.FALSE ? Boolean.FALSE : null;
+    }
+    throw new IllegalArgumentException("babelq DataReader: unsupported type " + type.simpleString());
+  }
+
+  private static boolean number(byte[] b, JsonScanner.Value v) {
+    return v.kind == JsonScanner.INTEGER || v.kind == JsonScanner.FLOAT;
+  }
+
+  private static double parse(byte[] b, JsonScanner.Value v) {
+    return Double.parseDouble(new String(b, v.start, v.end - v.start, StandardCharsets.ISO_8859_1));
+  }
+
+  private static Object map(byte[] b, JsonScanner.Value v, Reader value) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    new JsonScanner(b, v.start, v.end).object(1, new JsonScanner.Members() {
+      @Override
+      public boolean wants(int start, int end, boolean escaped) {
+        return true;
+      }
+
+      @Override
+      public void member(int start, int end, boolean escaped, JsonScanner.Value item) {
+        String key = escaped
+            ? JsonScanner.unescape(b, start, end)
+            : new String(b, start, end - start, StandardCharsets.UTF_8);
+        // a repeated key: the last value, at the first one's place (as a Python dict keeps it)
+        out.put(key, item.kind == JsonScanner.NULL ? null : value.read(b, item));
+      }
+    });
+    return out;
+  }
+
+  /** A struct type compiled: field names as UTF-8 bytes, one reader per field. */
+  private static final class StructReader implements Reader {
+    private final byte[][] names;
+    private final Map<String, Integer> index = new HashMap<>();
+    private final Reader[] readers;
+
+    StructReader(StructType type) {
+      StructField[] fields = type.fields();
+      names = new byte[fields.length][];
+      readers = new Reader[fields.length];
+      for (int i = 0; i < fields.length; i++) {
+        names[i] = fields[i].name().getBytes(StandardCharsets.UTF_8);
+        index.put(fields[i].name(), Integer.valueOf(i));
+        readers[i] = compile(fields[i].dataType());
+      }
+    }
+
+    @Override
+    public Object read(byte[] b, JsonScanner.Value v) {
+      if (v.kind != JsonScanner.OBJECT) {
+        return null;
+      }
+      Object[] values = new Object[names.length];
+      new JsonScanner(b, v.start, v.end).object(1, new JsonScanner.Members() {
+        private int next; // the field expected next: members usually come in schema order
+        private int found = -1;
+
+        @Override
+        public boolean wants(int start, int end, boolean escaped) {
+          found = escaped ? slowFind(b, start, end) : find(b, start, end);
+          return found >= 0;
+        }
+
+        private int find(byte[] bytes, int start, int end) {
+          int n = names.length;
+          for (int k = 0; k < n; k++) {
+            int i = next + k < n ? next + k : next + k - n;
+            if (same(names[i], bytes, start, end)) {
+              next = i + 1 == n ? 0 : i + 1;
+              return i;
+            }
+          }
+          return -1;
+        }
+
+        @Override
+        public void member(int start, int end, boolean escaped, JsonScanner.Value item) {
+          values[found] = item.kind == JsonScanner.NULL ? null : readers[found].read(b, item);
+        }
+      });
+      return RowFactory.create(values);
+    }
+
+    private int slowFind(byte[] b, int start, int end) {
+      Integer i = index.get(JsonScanner.unescape(b, start, end));
+      return i == null ? -1 : i.intValue();
+    }
+
+    private static boolean same(byte[] name, byte[] b, int start, int end) {
+      if (end - start != name.length) {
+        return false;
+      }
+      for (int i = 0; i < name.length; i++) {
+        if (name[i] != b[start + i]) {
+          return false;
+        }
+      }
+      return true;
+    }
+  }
+
+  /** Compile-time check used by tests and callers: the reader accepts this type. */
+  static boolean supports(DataType type) {
+    try {
+      compile(type);
+      return true;
+    } catch (IllegalArgumentException unsupported) {
+      return false;
+    }
+  }
+}
