@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 import pytest
+from collected import plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,19 +59,9 @@ rows = st.tuples(
 )
 
 
-def _plain(value: Any) -> Any:
-    """A collected Spark value as the plain JSON value the core codec takes."""
-    if hasattr(value, "asDict"):
-        return {k: _plain(v) for k, v in value.asDict().items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
 
 def _core_body(row: Any, columns: list[str], **extra: Any) -> bytes:
-    data = {name: _plain(row[name]) for name in columns}
+    data = {name: plain(row[name]) for name in columns}
     if "m_entries" in row and row["m_entries"] is not None:
         # a Spark map keeps its entries in order, and encode writes them in that order; collect()
         # hands maps to Python through a Java HashMap, which loses it, so take it from the entries

@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 import pytest
+from collected import plain
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -153,15 +154,6 @@ def _fits(value: Any, kind: Any) -> Any:
     raise AssertionError(kind)
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "asDict"):
-        return {k: _plain(v) for k, v in value.asDict().items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
@@ -196,7 +188,7 @@ def test_typed_data_follows_the_documented_rules(spark: Any, datas: list[dict[st
     assert {r["path"] for r in rows} == {"scan"}
     for data, row in zip(datas, rows, strict=True):
         want = _fits(data, schema)
-        got = _plain(row["data"])
+        got = plain(row["data"])
         assert _same(got, want), (data, got, want)
 
 
@@ -211,8 +203,8 @@ def test_typed_data_equals_from_json_where_values_fit(spark: Any) -> None:
         {},
     ]  # fmt: skip
     bodies = [make("urn:babel:scan:typed", d, queue="q").encode() for d in datas]
-    scanned = [_plain(r["data"]) for r in _decoded(spark, bodies, data_schema=schema)]
-    parsed = [_plain(r["data"]) for r in _decoded(spark, bodies, data_schema=schema, scanner=False)]
+    scanned = [plain(r["data"]) for r in _decoded(spark, bodies, data_schema=schema)]
+    parsed = [plain(r["data"]) for r in _decoded(spark, bodies, data_schema=schema, scanner=False)]
     assert scanned == parsed
     assert scanned[0]["s"] == "Zoë" and scanned[0]["st"]["z"] == [1, None, 3]
 

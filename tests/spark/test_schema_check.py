@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 import pytest
+from collected import plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -180,16 +181,6 @@ def schemas(draw: st.DrawFn, dt: Any, depth: int = 0) -> Any:
     return schema
 
 
-def _plain(value: Any) -> Any:
-    """A collected Spark value as the plain JSON value (Row -> dict in field order)."""
-    if hasattr(value, "asDict"):
-        return {k: _plain(v) for k, v in value.asDict().items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
 
 def _compare(spark: Any, schema: Any, dt: Any, rows: list[Any], nullable: bool = True) -> None:
     from babelq.spark.schema_check import first_violation_of
@@ -198,7 +189,7 @@ def _compare(spark: Any, schema: Any, dt: Any, rows: list[Any], nullable: bool =
     got = df.select("v", first_violation_of(df, "v", schema).alias("err")).collect()
     validator = jsonschema.Draft202012Validator(schema)
     for row in got:
-        value = _plain(row["v"])
+        value = plain(row["v"])
         errors = list(validator.iter_errors(value))
         assert (row["err"] is None) == (not errors), (schema, value, row["err"], [e.message for e in errors])
         if errors and "False schema does not allow" in row["err"]:

@@ -22,7 +22,7 @@ from babelq.pipelines.generator import GeneratedFile, generate_bulk_file, poison
 from babelq.pipelines.ingest import IngestResult, ingest
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.report import write_report
-from babelq.pipelines.settle import SettleRun, settle
+from babelq.pipelines.settle import SettleRun, SettleStats, settle
 from babelq.pipelines.stages import StageClock
 from babelq.transports import Outgoing, open_transport
 
@@ -101,6 +101,23 @@ class DemoResult:
         return out
 
 
+class Heartbeat:
+    """A progress line every ``every`` seconds while settle runs (a micro-batch can take a while)."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, stats: SettleStats) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        with stats.lock:
+            done, batches = stats.messages, stats.batches
+        log.info("settle: %.0f s, %d messages settled in %d micro-batches", now - self.started, done, batches)
+
+
 def _fresh_dir(out: Path) -> None:
     if out.exists():
         if not (out / MARKER).exists() and any(out.iterdir()):
@@ -161,6 +178,7 @@ def run_demo(
                 retry_delay_ms=retry_delay_ms,
                 max_messages_per_batch=max_messages_per_batch,
                 timeout=timeout,
+                on_poll=Heartbeat(),
             )
             st.rows = run.stats.messages
         with clock.stage("dlq.triage") as st:

@@ -42,6 +42,7 @@ import uuid
 import warnings
 from typing import TYPE_CHECKING
 
+from babelq.envelope.constants import CORE_META_KEYS, EXTENSION_META_KEYS
 from babelq.spark.json_expr import json_double
 from babelq.spark.session import DUPLICATE_KEYS_CONF
 
@@ -160,19 +161,7 @@ _FIELDS: dict[str, tuple[str, str]] = {
     "attempts": ("$.attempts", _LONG),
     **{
         key: (f"$.meta.{key}", _LONG if key in _LONG_META else _STRING)
-        for key in (
-            "id",
-            "queue",
-            "lang",
-            "schema_version",
-            "created_at",
-            "correlation_id",
-            "sharding_key",
-            "deliver_at",
-            "expire_at",
-            "priority",
-            "transaction_id",
-        )
+        for key in (*CORE_META_KEYS, *EXTENSION_META_KEYS)
     },
 }
 

@@ -352,20 +352,25 @@ class SQLiteTransport(BaseTransport):
         if deleted != 1:
             self._lost(delivery, "ack")
 
+    def _settle_many(self, verb: str, sql: str, keys: Sequence[tuple[int, ...]]) -> None:
+        """Run ``sql`` for every reservation in one transaction; say so if some had lapsed."""
+        changed = self._write(lambda conn: conn.executemany(sql, keys).rowcount)
+        if changed != len(keys):
+            log.warning(
+                "sqlite %s: %s settled %d of %d reservations; the others expired and will be "
+                "delivered again (visibility_timeout=%ss)",
+                self.path,
+                verb,
+                changed,
+                len(keys),
+                self.visibility_timeout,
+            )
+
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         if not deliveries:
             return
         keys = [(r.row_id, r.lease) for r in map(self._receipt, deliveries)]
-        deleted = self._write(lambda conn: conn.executemany(_DELETE_LEASED, keys).rowcount)
-        if deleted != len(keys):
-            log.warning(
-                "sqlite %s: ack_many settled %d of %d reservations; the others expired and will be "
-                "delivered again (visibility_timeout=%ss)",
-                self.path,
-                deleted,
-                len(keys),
-                self.visibility_timeout,
-            )
+        self._settle_many("ack_many", _DELETE_LEASED, keys)
 
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         r = self._receipt(delivery)
@@ -381,15 +386,7 @@ class SQLiteTransport(BaseTransport):
             return
         due = _now_ms()
         keys = [(due, r.row_id, r.lease) for r in map(self._receipt, deliveries)]
-        changed = self._write(lambda conn: conn.executemany(_RELEASE, keys).rowcount)
-        if changed != len(keys):
-            log.warning(
-                "sqlite %s: release_many put back %d of %d reservations; the others expired and will "
-                "be delivered again anyway",
-                self.path,
-                changed,
-                len(keys),
-            )
+        self._settle_many("release_many", _RELEASE, keys)
         self._notify()
 
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
