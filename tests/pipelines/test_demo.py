@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-
+@pytest.mark.spark
+@pytest.mark.slow
 def test_demo_balances_at_2000_rows(spark: Any, tmp_path: Path) -> None:
     from babelq.pipelines.demo import render_text, run_demo
 
@@ -27,3 +27,23 @@ def test_demo_balances_at_2000_rows(spark: Any, tmp_path: Path) -> None:
     assert "<svg" in html and "BALANCED" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
     assert "BALANCED" in render_text(result)
+
+
+def test_heartbeat_logs_progress_and_queue_depth_at_its_interval(caplog: pytest.LogCaptureFixture) -> None:
+    from babelq.pipelines.demo import Heartbeat
+    from babelq.pipelines.settle import SettleStats
+
+    depths = iter([700, 0])
+    beat = Heartbeat(lambda: next(depths), every=0.05)
+    stats = SettleStats()
+    with caplog.at_level("INFO", logger="babelq.pipelines"):
+        beat(stats)  # inside the interval: silent, and the queue is not asked
+        assert caplog.messages == []
+        beat.last -= 1.0
+        beat(stats)
+        stats.record({("posted", ""): 300})
+        beat.last -= 1.0
+        beat(stats)
+    assert len(caplog.messages) == 2
+    assert "0 messages settled in 0 micro-batches, 700 waiting" in caplog.messages[0]
+    assert "300 messages settled in 1 micro-batches, 0 waiting" in caplog.messages[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,15 @@ class DemoResult:
 
 
 class Heartbeat:
-    """A progress line every ``every`` seconds while settle runs (a micro-batch can take a while)."""
+    """A progress line every ``every`` seconds while settle runs.
 
-    def __init__(self, every: float = 5.0) -> None:
+    The first micro-batch of a 100k demo takes most of settle's time, so "messages settled"
+    alone would sit at 0; the line also shows how many messages still wait on the queue
+    (``depth``), which falls as the source reserves them.
+    """
+
+    def __init__(self, depth: Callable[[], int], every: float = 5.0) -> None:
+        self.depth = depth
         self.every = every
         self.started = self.last = time.monotonic()
 
@@ -115,7 +122,13 @@ class Heartbeat:
         self.last = now
         with stats.lock:
             done, batches = stats.messages, stats.batches
-        log.info("settle: %.0f s, %d messages settled in %d micro-batches", now - self.started, done, batches)
+        log.info(
+            "settle: %.0f s, %d messages settled in %d micro-batches, %d waiting on the queue",
+            now - self.started,
+            done,
+            batches,
+            self.depth(),
+        )
 
 
 def _fresh_dir(out: Path) -> None:
@@ -178,7 +191,7 @@ def run_demo(
                 retry_delay_ms=retry_delay_ms,
                 max_messages_per_batch=max_messages_per_batch,
                 timeout=timeout,
-                on_poll=Heartbeat(),
+                on_poll=Heartbeat(lambda: transport.size(queue)),
             )
             st.rows = run.stats.messages
         with clock.stage("dlq.triage") as st:
