@@ -406,6 +406,44 @@ class TransportContract:
         assert holder.renew_many([]) == 0
         self._assert_size(other, unique_queue, 0)
 
+    def test_lease_seconds_is_the_lease_a_reservation_gets(
+        self, transport: Transport, unique_queue: str
+    ) -> None:
+        if transport.leased_reservations:
+            assert transport.lease_seconds(unique_queue) == pytest.approx(self.visibility_timeout)
+        else:  # connection-bound: held until settled or the connection drops
+            assert transport.lease_seconds(unique_queue) is None
+
+    def test_a_worker_keeps_a_slow_handlers_message(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        """The runtime renews what it holds: a handler running 2.5 leases keeps its message."""
+        from babelq.runtime import App, Message  # the layer above, driving this transport
+
+        worker, other = make_transport(), make_transport()
+        urn = "urn:babel:contract:slow"
+        body = make(urn, {"n": 1}, queue=unique_queue).encode()
+        worker.publish(unique_queue, body)
+        app = App(worker, queue=unique_queue, concurrency=2, prefetch=1)
+        handled: list[int] = []
+        stolen: list[bytes] = []
+
+        @app.handler(urn)
+        def slow(message: Message) -> None:
+            end = time.monotonic() + 2.5 * self.visibility_timeout
+            while time.monotonic() < end:  # another worker polls the queue all along
+                for delivery in other.reserve(unique_queue, max_messages=5, timeout=0.1):
+                    stolen.append(delivery.body)
+                    other.release(delivery)
+            handled.append(message.data["n"])
+
+        app.drain(timeout=6 * self.visibility_timeout + 10)
+        assert stolen == []
+        assert handled == [1]
+        assert app.stats()["handled"] == 1
+        self._assert_size(other, unique_queue, 0)
+        assert other.reserve(unique_queue, timeout=0.2) == []
+
     def test_renew_does_not_revive_a_lapsed_reservation(
         self, make_transport: MakeTransport, unique_queue: str
     ) -> None:

@@ -51,8 +51,9 @@ class App:
     dead-lettered (reason ``failed``). ``dead_letter`` says where such messages go (``queue``
     = ``<queue>.dlq``; ``release`` = kept on the queue with ``max_delay_ms``; ``delete``).
     ``concurrency`` handler threads share at most ``prefetch`` reserved messages (default:
-    32, or twice the concurrency when that is more); keep ``prefetch * handler time /
-    concurrency`` well under the transport's visibility timeout.
+    32, or twice the concurrency when that is more). Leases of held messages are renewed
+    every third of the transport's visibility timeout; with ``concurrency=1`` that happens
+    between handlers, so a handler that can outlast the lease wants ``concurrency >= 2``.
     """
 
     def __init__(

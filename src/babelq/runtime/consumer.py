@@ -14,6 +14,11 @@ At-least-once, whatever happens:
   ``grace_period`` seconds to finish and be settled;
 * on a hard kill nothing is lost: every unsettled reservation comes back through the
   transport's visibility timeout (or connection loss) and is handled again.
+
+And not twice while it is still being worked on: the conductor renews the leases of what it
+holds (:mod:`babelq.runtime.leases`) -- between handlers when they run on the conductor, and
+while they run when they run on worker threads, so with ``concurrency >= 2`` even a single
+handler slower than the visibility timeout keeps its message.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
 from babelq.runtime.counters import Counters
+from babelq.runtime.leases import LeaseKeeper
 from babelq.runtime.outcome import FAILED, UNSTARTED, Outcome
 from babelq.runtime.pipeline import Pipeline, Processed
 from babelq.runtime.settle import Settler
@@ -78,6 +84,7 @@ class Consumer:
         self._stop = threading.Event()
         self._hard = threading.Event()
         self._fetch_failures = 0
+        self.leases = LeaseKeeper(transport, queue, counters=counters, log=log)
 
     def stop(self) -> None:
         """Stop fetching; in-flight handlers may finish within the grace period."""
@@ -128,6 +135,8 @@ class Consumer:
     # -- handlers on the conductor ------------------------------------------------------------
     def _run_inline(self, limits: Limits) -> int:
         settle, process = self.settler.settle, self.pipeline.process
+        leases = self.leases
+        renew = leases.every is not None
         timeout = self.tuning.idle_timeout if limits.until_empty else self.tuning.poll_timeout
         acks: list[Delivery] = []
         done = 0
@@ -143,6 +152,7 @@ class Consumer:
                     if self._out_of_work(limits):
                         break
                     continue
+                leases.reserved()
                 started = 0
                 try:
                     for delivery in batch:
@@ -151,6 +161,8 @@ class Consumer:
                         started += 1
                         settle(process(delivery), acks)
                         done += 1
+                        if renew and leases.due():  # acks still to flush and the batch's rest are held
+                            leases.renew(acks + batch[started:])
                 finally:  # stopped, or interrupted: give back what was never started
                     for delivery in batch[started:]:
                         settle(Processed.unstarted(delivery), acks)
@@ -185,6 +197,7 @@ class Consumer:
         limit = self.tuning.prefetch
         while True:
             self.settler.settle(item, acks)
+            self.leases.let_go(item.delivery)
             settled += 1
             if item.outcome.label != UNSTARTED:
                 processed += 1
@@ -228,6 +241,7 @@ class Consumer:
                 if room > 0 and (in_flight == 0 or (room >= refill and now >= next_poll)):
                     batch = self._fetch(room, fetch_timeout if in_flight == 0 else 0.0, limits)
                     if batch:
+                        self.leases.hold(batch)
                         for delivery in batch:
                             work.put(delivery)
                         in_flight += len(batch)
@@ -241,6 +255,7 @@ class Consumer:
                 settled, processed = self._collect(results, acks, tuning.poll_interval)
                 in_flight -= settled
                 done += processed
+                self.leases.tick()
         finally:
             done += self._shutdown(work, results, threads, acks, in_flight)
         return done
@@ -261,6 +276,7 @@ class Consumer:
                 break
             if delivery is not None:
                 self.settler.settle(Processed.unstarted(delivery), acks)
+                self.leases.let_go(delivery)
                 in_flight -= 1
         for _ in threads:
             work.put(None)
@@ -273,6 +289,7 @@ class Consumer:
             settled, processed = self._collect(results, acks, min(remaining, 0.1))
             in_flight -= settled
             done += processed
+            self.leases.tick()
         self.settler.flush(acks)
         if in_flight > 0:
             self.log.warning(

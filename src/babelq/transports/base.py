@@ -101,6 +101,10 @@ class Transport(Protocol):
         For connection-bound reservations there is no deadline: this only counts the held ones.
         """
 
+    def lease_seconds(self, queue: str) -> float | None:
+        """How long a reservation taken from ``queue`` is held before it lapses (and a renewal
+        grants); ``None`` for connection-bound reservations, which never lapse."""
+
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         """Replace the reserved message by ``body`` (attempts+1), visible after ``delay_ms``."""
 
@@ -158,6 +162,12 @@ class BaseTransport:
 
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         raise NotImplementedError(f"{type(self).__name__} cannot renew its reservations")
+
+    def lease_seconds(self, queue: str) -> float | None:
+        if not self.leased_reservations:
+            return None
+        granted = getattr(self, "visibility_timeout", None)
+        return float(granted) if granted else None
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self.publish(delivery.queue, body, delay_ms=delay_ms)

@@ -462,6 +462,10 @@ class SQSTransport(BaseTransport):
             self._queue_visibility[queue_url] = seconds
         return seconds
 
+    def lease_seconds(self, queue: str) -> float | None:
+        """``visibility_timeout`` when given, else the queue's own setting (asked once)."""
+        return float(self._visibility_seconds(self.queue_url(queue)))
+
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         """ChangeMessageVisibilityBatch to the visibility timeout, counted from now."""
         by_url: dict[str, list[Delivery]] = {}
