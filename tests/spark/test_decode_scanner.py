@@ -86,6 +86,27 @@ def test_tricky_json_gets_the_core_verdict(spark: Any) -> None:
     assert {r["path"] for r in rows} == {"scan", "exact"}
 
 
+#: ``\u`` escapes whose "hex digits" are non-ASCII characters with a hex digit's low byte
+#: (U+D230 is ED 88 B0, U+0130 is C4 B0, U+FF10 is EF BC 90): Spark's JSON parser reads them
+#: as digits, Python's json refuses them (found by the byte-damage test below)
+BAD_ESCAPES = [
+    b'"\\u0\xed\x88\xb00e9"', b'"\\u\xc4\xb0041"', b'"\\u004\xc4\xb1"', b'"\\u\xef\xbc\x90041"',
+    b'"\\\\\\u\xc4\xb0041"', b'"\\"\\u00\xc4\xb01"', b'"ok \\\\u\xc4\xb0041"',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["scan", "sql", "exact"])
+def test_escapes_with_non_ascii_hex_digits_are_poison(spark: Any, path: str) -> None:
+    base = _template()
+    bodies = [base.replace(b'{"x":1}', b'{"x":' + value + b"}") for value in BAD_ESCAPES]
+    bodies += [base.replace(b'"T"', value) for value in BAD_ESCAPES]
+    options = {"scan": {}, "sql": {"scanner": False}, "exact": {"fast": False}}[path]
+    rows = _decoded(spark, bodies, **options)
+    _checked(rows)
+    # the last value is a legal escaped backslash followed by text: the core accepts it
+    assert [r["accepted"] for r in rows] == [False] * 6 + [True] + [False] * 6 + [True]
+
+
 #: each example is a Spark job: no shrinking (the assertion prints the offending bodies)
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
 damages = st.tuples(

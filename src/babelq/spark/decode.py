@@ -191,10 +191,15 @@ def _fast_envelope_type(data_type: str, dead_letter_type: str, tail: str) -> str
 #: Spark's JSON reader, made as strict as Python's ``json`` where it is lenient by default.
 _STRICT_JSON = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false"}
 
+#: A ``\u`` escape (an odd run of backslashes, then ``u``) without four ASCII hex digits after it:
+#: never JSON, but Spark's parser takes a non-ASCII character whose low byte is a hex digit's
+#: code (U+D230, U+0130...) as that digit, and would read the body.
+_BAD_ESCAPE = r"(?<!\\)(?:\\\\)*\\u(?![0-9a-fA-F]{4})"
+
 #: Rows holding one of these may be read differently by Spark and by Python (a lone surrogate
 #: escape, or a string whose first character is ``{`` spelled as an escape); only checked on
 #: rows that contain a ``\u`` escape at all.
-_RISKY_ESCAPE = r"\\u[dD][89a-fA-F]|\"\\u007[bB]"
+_RISKY_ESCAPE = r"\\u[dD][89a-fA-F]|\"\\u007[bB]|" + _BAD_ESCAPE
 
 
 def _vouched(text: Column, utf8: Column, parsed: Column, keys: tuple[str, str, str]) -> Column:
@@ -396,7 +401,8 @@ def decode(
         _P + "first", sf.when(~fast_row, sf.left(sf.ltrim(_h("s"), _lit(_JSON_WS)), _lit(1)))
     )
     nonce_seen = sf.coalesce(sf.try_variant_get(_h("wrapped"), "$[1]", "string") == nonce, _lit(False))
-    out = out.withColumn(_P + "whole", fast_row | (_h("utf8") & nonce_seen))
+    bad_escape = _h("s").contains("\\u") & _h("s").rlike(_BAD_ESCAPE)
+    out = out.withColumn(_P + "whole", fast_row | (_h("utf8") & nonce_seen & ~bad_escape))
     whole = _h("whole")
     # poison by the scanner's reading (NaN, a number only infinity holds, a lone surrogate...)
     # although Spark's parser reads it: no fields, and the scanner's reason
