@@ -39,6 +39,10 @@ class RecordingTransport(MemoryTransport):
         self.calls.append(("dead_letter", dlq))
         super().dead_letter(delivery, body, dlq=dlq)
 
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        self.calls.append(("renew_many", len(deliveries)))
+        return super().renew_many(deliveries)
+
     def named(self, name: str) -> list[Any]:
         return [arg for call, arg in self.calls if call == name]
 

@@ -21,6 +21,8 @@ from babelq.runtime.leases import RENEW_FRACTION, LeaseKeeper
 from babelq.transports.base import Delivery
 from babelq.transports.memory import MemoryTransport
 
+from .support import RecordingTransport
+
 LEASE = 1.0
 URN = "urn:babel:test:slow"
 
@@ -147,16 +149,14 @@ class Clock:
         return self.now
 
 
-class Recording(MemoryTransport):
-    def __init__(self, **options: float) -> None:
-        super().__init__(**options)
-        self.renewals: list[int] = []
-        self.fail = False
+class FailingRenewals(RecordingTransport):
+    """Records renewals; while ``fail`` is set, a renewal raises as a broker gone away would."""
+
+    fail = False
 
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         if self.fail:
             raise ConnectionError("broker away")
-        self.renewals.append(len(deliveries))
         return super().renew_many(deliveries)
 
 
@@ -165,7 +165,7 @@ def _keeper(transport: MemoryTransport, clock: Clock) -> LeaseKeeper:
 
 
 def test_keeper_renews_every_third_of_a_lease_only_what_it_holds() -> None:
-    transport, clock = Recording(visibility_timeout=9.0), Clock()
+    transport, clock = RecordingTransport(visibility_timeout=9.0), Clock()
     keeper = _keeper(transport, clock)
     assert keeper.every == pytest.approx(9.0 * RENEW_FRACTION) == pytest.approx(3.0)
     for n in range(3):
@@ -174,27 +174,27 @@ def test_keeper_renews_every_third_of_a_lease_only_what_it_holds() -> None:
     keeper.hold(held)
     clock.now += 2.9
     keeper.tick()
-    assert transport.renewals == []  # not due yet
+    assert transport.named("renew_many") == []  # not due yet
     clock.now += 0.2
     keeper.tick()
-    assert transport.renewals == [3]
+    assert transport.named("renew_many") == [3]
     keeper.let_go(held[0])
     clock.now += 1.0
     keeper.tick()
-    assert transport.renewals == [3]  # the next one is a full interval after the last
+    assert transport.named("renew_many") == [3]  # the next one is a full interval after the last
     clock.now += 2.0
     keeper.tick()
-    assert transport.renewals == [3, 2]
+    assert transport.named("renew_many") == [3, 2]
     keeper.let_go(held[1])
     keeper.let_go(held[2])
     clock.now += 10
     keeper.tick()
-    assert transport.renewals == [3, 2]  # nothing held: no broker call
+    assert transport.named("renew_many") == [3, 2]  # nothing held: no broker call
     assert keeper.counters.snapshot()["leases_renewed"] == 5
 
 
 def test_keeper_survives_a_failed_renewal_and_tries_again_soon() -> None:
-    transport, clock = Recording(visibility_timeout=30.0), Clock()
+    transport, clock = FailingRenewals(visibility_timeout=30.0), Clock()
     keeper = _keeper(transport, clock)
     transport.publish("q", b"m")
     keeper.hold(transport.reserve("q"))
@@ -205,11 +205,11 @@ def test_keeper_survives_a_failed_renewal_and_tries_again_soon() -> None:
     transport.fail = False
     clock.now += 1.0  # a failed renewal is retried within a second, not a third of a lease
     keeper.tick()
-    assert transport.renewals == [1]
+    assert transport.named("renew_many") == [1]
 
 
 def test_connection_bound_reservations_need_no_renewal() -> None:
-    class ConnectionBound(Recording):
+    class ConnectionBound(RecordingTransport):
         leased_reservations = False
 
     transport, clock = ConnectionBound(visibility_timeout=1.0), Clock()
@@ -220,4 +220,4 @@ def test_connection_bound_reservations_need_no_renewal() -> None:
     clock.now += 100
     assert not keeper.due()
     keeper.tick()
-    assert transport.renewals == [] and keeper.held == 0
+    assert transport.named("renew_many") == [] and keeper.held == 0

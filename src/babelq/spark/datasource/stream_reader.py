@@ -110,13 +110,9 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._renewer.start()
         return self._transport
 
-    def _lease(self) -> float:
-        """The lease the transport grants (a URL option may have overridden ours)."""
-        granted = getattr(self._transport, "visibility_timeout", None)
-        return float(granted) if granted else self.options.visibility_timeout
-
     def _renew_loop(self) -> None:
-        lease = self._lease()
+        # the lease the transport grants: a URL option may have overridden ours
+        lease = self.transport.lease_seconds(self.options.queue) or self.options.visibility_timeout
         while not self._stopping.wait(max(lease / 6, 0.05)):
             try:
                 self._renew_due(lease)
