@@ -51,3 +51,14 @@ class URNFormatWarning(UserWarning):
 
 class UnsafeIntegerWarning(UserWarning):
     """An integer above 2**53-1 will lose precision in JavaScript consumers; send it as a string."""
+
+
+class UnavailableError(BabelqError):
+    """Infrastructure a message depends on (a broker, a store, a database) failed or is unreachable.
+
+    Never the message's fault: the runtime puts such a message back, unchanged and without
+    counting an attempt, instead of retrying it towards the dead-letter queue. Stores and
+    transports raise it for connection-level failures (their driver's error is the
+    ``__cause__``); a handler may raise it to say "put this back, my dependency is down".
+    Its text never holds a password (URLs in it are redacted).
+    """

@@ -514,6 +514,34 @@ class TransportContract:
         assert transport.reserve(unique_queue, timeout=0.2) == []
         assert transport.reserve(unique_queue, timeout=self._expiry_wait()) == []  # reserved ones too
 
+    def test_reserved_counts_what_a_crashed_consumer_still_holds(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        """A killed consumer's reservations are neither waiting (size) nor gone: ``reserved`` sees
+        them until the lease lapses, which is how "drained" can mean empty."""
+        producer = make_transport()
+        producer.publish_many(unique_queue, [Outgoing(_body("held", i)) for i in range(3)])
+        crashed = make_transport()
+        held = self._drain(crashed, unique_queue, 2, within=3, batch=2)
+        assert len(held) == 2
+        observed = producer.reserved(unique_queue)
+        if observed is None:  # the broker cannot see other connections' deliveries
+            assert not crashed.leased_reservations
+            crashed.close()
+            producer.purge(unique_queue)
+            return
+        assert observed == 2
+        self._assert_size(producer, unique_queue, 1)
+        crashed.ack(held[0])
+        assert producer.reserved(unique_queue) == 1
+        # never settled: once the lease lapses it is waiting again, not reserved
+        end = time.monotonic() + self._expiry_wait()
+        while producer.reserved(unique_queue) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert producer.reserved(unique_queue) == 0
+        self._assert_size(producer, unique_queue, 2)
+        producer.purge(unique_queue)
+
     def test_queues_are_independent(self, transport: Transport, unique_queue: str) -> None:
         other = f"{unique_queue}-other"
         transport.publish(unique_queue, _body("mine"))

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from babelq.errors import ConfigurationError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, Transport
+from babelq.urls import redact
 
 #: scheme -> "module:Class"
 _REGISTRY: dict[str, str] = {
@@ -35,7 +36,7 @@ def transport_class(url: str) -> type[Any]:
     target = _REGISTRY.get(scheme)
     if target is None:
         raise ConfigurationError(
-            f"url: unknown transport scheme {scheme!r} in {url!r}; known: {', '.join(sorted(_REGISTRY))}"
+            f"url: unknown transport scheme {scheme!r} in {redact(url)!r}; known: {', '.join(sorted(_REGISTRY))}"
         )
     module_name, _, class_name = target.partition(":")
     try:

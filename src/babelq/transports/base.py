@@ -114,6 +114,12 @@ class Transport(Protocol):
     def size(self, queue: str) -> int:
         """Messages waiting on ``queue`` (ready plus delayed, not counting reserved ones)."""
 
+    def reserved(self, queue: str) -> int | None:
+        """Messages of ``queue`` reserved by any consumer and not yet settled or lapsed (in flight),
+        or ``None`` when the broker cannot tell (AMQP: unacked deliveries of other connections are
+        invisible). With :meth:`size` it tells whether a queue is really empty: a killed
+        consumer's reservations are neither waiting nor gone until their lease lapses."""
+
     def purge(self, queue: str) -> None:
         """Delete everything on ``queue`` (ready, delayed and reserved). For tests and demos."""
 
@@ -176,6 +182,9 @@ class BaseTransport:
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self.publish(dlq, body)
         self.ack(delivery)
+
+    def reserved(self, queue: str) -> int | None:
+        return None
 
     def close(self) -> None:
         return None

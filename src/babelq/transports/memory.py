@@ -160,7 +160,13 @@ class MemoryTransport(BaseTransport):
     def size(self, queue: str) -> int:
         with self._cond:
             q = self._q(queue)
+            self._promote(q, time.monotonic())  # a lapsed reservation is waiting again
             return len(q.ready) + len(q.delayed)
+
+    def reserved(self, queue: str) -> int:
+        with self._cond:
+            now = time.monotonic()
+            return sum(1 for deadline, _, _ in self._q(queue).reserved.values() if deadline > now)
 
     def purge(self, queue: str) -> None:
         with self._cond:

@@ -503,6 +503,11 @@ class RedisTransport(BaseTransport):
         ready, delayed, lapsed = pipe.execute()
         return int(ready) + int(delayed) + int(lapsed)
 
+    def reserved(self, queue: str) -> int:
+        """Reservations whose deadline has not passed (a lapsed one counts as waiting in :meth:`size`)."""
+        self._check_open()
+        return int(self._redis.zcount(self.keys(queue).deadlines, f"({time.time()!r}", "+inf"))
+
     def purge(self, queue: str) -> None:
         self._check_open()
         self._redis.delete(*self.keys(queue).all())

@@ -77,6 +77,7 @@ _REPLACE = (
 )
 _NEXT_DUE = f"SELECT min(available_at) FROM {TABLE} WHERE queue = ?"
 _SIZE = f"SELECT count(*) FROM {TABLE} WHERE queue = ? AND (lease IS NULL OR available_at <= ?)"
+_RESERVED = f"SELECT count(*) FROM {TABLE} WHERE queue = ? AND lease IS NOT NULL AND available_at > ?"
 _PURGE = f"DELETE FROM {TABLE} WHERE queue = ?"
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -427,6 +428,11 @@ class SQLiteTransport(BaseTransport):
     def size(self, queue: str) -> int:
         conn = self._conn()
         count = self._retry_busy(lambda: conn.execute(_SIZE, (queue, _now_ms())).fetchone()[0])
+        return int(count)
+
+    def reserved(self, queue: str) -> int:
+        conn = self._conn()
+        count = self._retry_busy(lambda: conn.execute(_RESERVED, (queue, _now_ms())).fetchone()[0])
         return int(count)
 
     def purge(self, queue: str) -> None:

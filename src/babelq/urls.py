@@ -1,0 +1,85 @@
+"""Showing URLs without their secrets.
+
+Broker and database URLs carry passwords (``redis://:s3cret@host``, ``amqp://user:pw@host``,
+``postgresql://app:pw@db/ledger?password=...``) and every place that shows one to a person
+(an error, a log line, the demo's report) must show it redacted. Two entry points:
+
+* :func:`redact` for one URL you hold;
+* :func:`redact_text` for free text that may quote URLs (an exception from a client library,
+  a traceback line), so an error can be passed through without leaking what it quotes.
+
+Both keep everything a person needs to recognise the target (scheme, user, host, port, path)
+and replace only the secret with ``***``.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+#: Query parameters that hold secrets (lower-case), redacted by value.
+SECRET_PARAMETERS = frozenset(
+    {
+        "password", "pass", "passwd", "pwd", "secret", "token", "access_token", "sas", "sig",
+        "signature", "sharedaccesskey", "aws_secret_access_key", "secret_access_key", "api_key",
+        "apikey", "key", "sslpassword",
+    }
+)
+MASK = "***"
+
+# scheme://[user[:password]@]host... up to whitespace, a quote or a closing bracket
+_URL_IN_TEXT = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'"<>)\]]+""")
+# key=value secrets in free text such as libpq's "password=xyz" connection strings
+_KEYWORD_SECRET = re.compile(
+    r"""(?i)\b(password|passwd|pwd|secret|token|sslpassword)\s*=\s*('[^']*'|"[^"]*"|[^\s'"]+)"""
+)
+
+
+def redact(url: str) -> str:
+    """``url`` with its password and secret query parameters replaced by ``***``.
+
+    Text that does not parse as a URL is returned unchanged; a URL without secrets comes back
+    byte for byte as it was.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _redact_userinfo_loosely(url)
+    netloc = parts.netloc
+    changed = False
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, sep, password = userinfo.partition(":")
+        if sep and password:
+            netloc = f"{user}:{MASK}@{hostport}"
+            changed = True
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() in SECRET_PARAMETERS and v for k, v in pairs):
+            query = urlencode(
+                [(k, MASK if k.lower() in SECRET_PARAMETERS and v else v) for k, v in pairs],
+                safe="*:/,", quote_via=quote,
+            )
+            changed = True
+    if not changed:
+        return url
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_userinfo_loosely(text: str) -> str:
+    head, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    userinfo, _, tail = rest.partition("@")
+    user, colon, _password = userinfo.partition(":")
+    return f"{head}://{user}:{MASK}@{tail}" if colon else text
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it redacted (:func:`redact`) and ``password=...`` pairs masked."""
+    if "://" in text:
+        text = _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    if "=" in text:
+        text = _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", text)
+    return text
