@@ -36,7 +36,8 @@ def transport_class(url: str) -> type[Any]:
     target = _REGISTRY.get(scheme)
     if target is None:
         raise ConfigurationError(
-            f"url: unknown transport scheme {scheme!r} in {redact(url)!r}; known: {', '.join(sorted(_REGISTRY))}"
+            f"url: unknown transport scheme {scheme!r} in {redact(url)!r}; "
+            f"known: {', '.join(sorted(_REGISTRY))}"
         )
     module_name, _, class_name = target.partition(":")
     try:
