@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -35,11 +35,15 @@ def raw(url: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def transport(url: str, unique_queue: str) -> Iterator[RedisTransport]:
+def transport(url: str, unique_queue: str, raw: Any) -> Iterator[RedisTransport]:
     t = RedisTransport(url, visibility_timeout=1, poll_interval=0.1)
     yield t
     t.purge(unique_queue)
     t.close()
+    # whatever a failing test left under a name built from the unique one (X:processing, ...)
+    leftovers = list(raw.scan_iter(match=f"*{unique_queue}*"))
+    if leftovers:
+        raw.delete(*leftovers)
 
 
 def test_url_options_are_ours_and_the_rest_goes_to_redis_py(url: str, unique_queue: str, raw: Any) -> None:
@@ -204,3 +208,108 @@ def test_large_batches_are_split_under_the_script_limits(
     assert sorted(d.body for d in got) == sorted(b"%d" % i for i in range(total))
     transport.ack_many(got)
     assert transport.size(unique_queue) == 0
+
+
+# -- queue names that would reach another queue's keys (issue 10) -------------------------
+
+
+def test_a_consumer_of_x_processing_cannot_take_xs_in_flight_bodies(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    transport.publish(unique_queue, b"in flight")
+    [held] = transport.reserve(unique_queue)
+    with pytest.raises(ConfigurationError, match="':processing'"):
+        transport.reserve(f"{unique_queue}:processing", max_messages=10)
+    assert raw.lrange(keys_for(unique_queue).processing, 0, -1) == [b"in flight"]
+    transport.ack(held)
+    assert raw.llen(keys_for(unique_queue).processing) == 0
+
+
+def test_publishing_to_x_delayed_is_refused_and_x_keeps_working(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match="':delayed'"):
+        transport.publish(f"{unique_queue}:delayed", b"stray")
+    with pytest.raises(ConfigurationError, match="':delayed'"):
+        transport.publish_many(f"{unique_queue}:delayed", [Outgoing(b"stray")])
+    assert raw.exists(keys_for(unique_queue).delayed) == 0
+    transport.publish(unique_queue, b"fine")
+    [delivery] = transport.reserve(unique_queue)
+    assert delivery.body == b"fine"
+    transport.ack(delivery)
+
+
+def test_every_entry_point_taking_a_queue_name_applies_the_rule(
+    transport: RedisTransport, unique_queue: str
+) -> None:
+    bad = f"{unique_queue}:processing"
+    calls: list[Callable[[], object]] = [
+        lambda: transport.publish(bad, b"x"),
+        lambda: transport.publish(bad, b"x", delay_ms=10),
+        lambda: transport.publish_many(bad, [Outgoing(b"x")]),
+        lambda: transport.reserve(bad),
+        lambda: transport.size(bad),
+        lambda: transport.reserved(bad),
+        lambda: transport.purge(bad),
+        lambda: transport.lease_seconds(bad),
+        lambda: transport.keys(bad),
+    ]
+    for call in calls:
+        with pytest.raises(ConfigurationError, match=repr(bad)):
+            call()
+    # the dead-letter target is a queue name too: the reservation stays held, nothing is written
+    transport.publish(unique_queue, b"m")
+    [delivery] = transport.reserve(unique_queue)
+    with pytest.raises(ConfigurationError, match=repr(f"{bad}.dlq")):
+        transport.dead_letter(delivery, b"m", dlq=f"{bad}.dlq")
+    assert transport.reserved(unique_queue) == 1
+    transport.ack(delivery)
+
+
+def test_reserved_suffixes_cover_every_key_either_sdk_writes(
+    url: str, unique_queue: str, raw: Any, transport: RedisTransport
+) -> None:
+    """Drive both SDKs' layouts through every operation that creates a key, then list the keys."""
+    from babelqueue.redis_transport import RedisTransport as BabelqueueRedis
+
+    from babelq.bindings.redis import RESERVED_SUFFIXES
+
+    body = '{"job":"urn:babel:orders:created","data":{},"attempts":0}'
+    legacy, laravel = BabelqueueRedis(url, retry_after=60), BabelqueueRedis(url, laravel_compat=True)
+    ours = "o" + unique_queue[1:]  # not a superstring of unique_queue: the scans stay apart
+    try:
+        for theirs in (legacy, laravel):
+            theirs.publish(unique_queue, body)
+            theirs.publish(unique_queue, body)
+            assert theirs.pop(unique_queue, timeout=1) is not None
+        laravel.publish_delayed(unique_queue, body, 60)
+        transport.publish_many(ours, [Outgoing(b"a"), Outgoing(b"b"), Outgoing(b"c", delay_ms=60_000)])
+        transport.reserve(ours)
+        suffixes: set[str] = set()
+        for name in (unique_queue, ours):
+            for key in raw.scan_iter(match=f"*{name}*"):
+                text = key.decode().removeprefix("queues:")
+                assert text.startswith(name)
+                suffixes.add(text[len(name):])
+        assert suffixes - {""} <= set(RESERVED_SUFFIXES)
+        seen = {":processing", ":processing:deadlines", ":delayed", ":deliveries", ":reserved", ":notify"}
+        assert seen <= suffixes
+    finally:
+        legacy.close()
+        laravel.close()
+        transport.purge(ours)
+        leftovers = list(raw.scan_iter(match=f"*{unique_queue}*"))
+        if leftovers:
+            raw.delete(*leftovers)
+
+
+def test_a_queue_key_used_by_another_application_is_a_configuration_error(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    raw.set(unique_queue, b"someone else's string")
+    with pytest.raises(ConfigurationError, match="another type") as caught:
+        transport.publish(unique_queue, b"x")
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ConfigurationError, match="another type"):
+        transport.reserve(unique_queue)
+    raw.delete(unique_queue)

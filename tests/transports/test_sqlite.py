@@ -7,24 +7,27 @@ import os
 import pickle
 import signal
 import sqlite3
+import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports import Outgoing, open_transport
 from babelq.transports.sqlite import TABLE, SQLiteTransport
 
 
 def test_url_selects_sqlite_and_reads_options(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "q.db"
+    path.parent.mkdir()
     t = open_transport(f"sqlite://{path}?visibility_timeout=5&poll_interval=0.01&synchronous=full")
     try:
         assert isinstance(t, SQLiteTransport)
         assert t.path == str(path)
-        assert path.exists()  # parent directory created, schema written
+        assert path.exists()  # file and schema written at open
         assert t.visibility_timeout == 5.0
         assert t.poll_interval == 0.01
         assert t.synchronous == "FULL"
@@ -42,6 +45,7 @@ def test_keyword_options_win_over_the_url(tmp_path: Path) -> None:
 
 def test_relative_path_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
     t = SQLiteTransport.from_url("sqlite://data/q.db")
     try:
         assert t.path == "data/q.db"
@@ -218,3 +222,90 @@ def test_a_killed_process_loses_nothing(tmp_path: Path) -> None:
     t.ack_many(again)
     assert t.size("q") == 0
     t.close()
+
+
+# -- paths and file mode (issue 10) --------------------------------------------------------
+
+
+def _one_line_error(url: str) -> str:
+    with pytest.raises(ConfigurationError) as caught:
+        open_transport(url)
+    text = str(caught.value)
+    assert "\n" not in text, text
+    return text
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc, where no file can be created")
+def test_a_path_the_os_refuses_is_one_line_naming_the_path_and_the_reason() -> None:
+    text = _one_line_error("sqlite:///proc/q.db")
+    assert "'/proc/q.db'" in text and "No such file or directory" in text
+
+
+def test_a_missing_directory_is_refused_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    text = _one_line_error(f"sqlite://{missing}/q.db")
+    assert repr(str(missing)) in text
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_relative_path_in_a_missing_directory_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert "'data'" in _one_line_error("sqlite://data/q.db")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_directory_in_place_of_the_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "q.db").mkdir()
+    text = _one_line_error(f"sqlite://{tmp_path}/q.db")
+    assert str(tmp_path / "q.db") in text and "Is a directory" in text
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "q.db").write_bytes(b"this is not an sqlite database, it is a text file of some length" * 20)
+    text = _one_line_error(f"sqlite://{tmp_path}/q.db")
+    assert str(tmp_path / "q.db") in text and "not a database" in text
+
+
+@pytest.fixture(params=[0o000, 0o022, 0o077], ids=["umask000", "umask022", "umask077"])
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    mask: int = request.param
+    previous = os.umask(mask)
+    try:
+        yield mask
+    finally:
+        os.umask(previous)
+
+
+def test_the_database_and_its_wal_and_shm_files_are_owner_only(tmp_path: Path, umask: int) -> None:
+    path = tmp_path / "q.db"
+    t = SQLiteTransport(path)
+    try:
+        t.publish("q", b"x")  # the -wal and -shm files exist while a connection is open
+        for name in ("q.db", "q.db-wal", "q.db-shm"):
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, (name, oct(umask))
+    finally:
+        t.close()
+
+
+def test_an_existing_database_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    SQLiteTransport(path).close()
+    path.chmod(0o640)  # shared with a group on purpose: not ours to tighten
+    SQLiteTransport(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_a_database_locked_past_busy_timeout_at_open_is_unavailable(tmp_path: Path) -> None:
+    """Another process holding the lock is an outage to wait out, not a wrong path."""
+    holder = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(UnavailableError, match="locked") as caught:
+            SQLiteTransport(tmp_path / "q.db", busy_timeout=0)
+        assert "\n" not in str(caught.value)
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

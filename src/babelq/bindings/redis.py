@@ -20,12 +20,27 @@ docs and the interop tests:
 identical bodies are reserved twice. The reservation set uses the same name, member form and
 unit as the ``babelqueue`` SDK's default ("legacy") Redis layout, so either SDK's sweep
 recovers the other's crashed reservations.
+
+Queue names. A queue's bookkeeping keys are its name plus a suffix, in the same key space as
+every other queue's ready list, so a queue *named* ``orders:processing`` would be the in-flight
+list of ``orders`` (its consumer would take ``orders``' reserved bodies) and a queue named
+``orders:delayed`` would put a list where ``orders`` keeps a sorted set (every reserve on
+``orders`` then fails with ``WRONGTYPE``). The layout is shared with the ``babelqueue`` SDK and
+cannot change, so the names give way instead: :func:`check_queue` refuses a name that ends in
+one of :data:`RESERVED_SUFFIXES` (ours, plus the ones babelqueue's layouts append: its default
+layout's ``:processing`` and ``:processing:deadlines``, its Laravel-compatible layout's
+``:reserved``, ``:delayed`` and ``:notify``), and the dead-letter queue (``.dlq``) of such a
+name. No reserved suffix is a suffix of another, so two accepted names can never produce the
+same key (``tests/transports/test_redis_binding.py`` checks this as a property). Every key
+function below applies the rule, so nothing can build a key for a refused name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+from babelq.errors import ConfigurationError
 
 #: length of a reservation/delay token (lowercase hex)
 TOKEN_LENGTH: Final = 32
@@ -34,30 +49,70 @@ DEADLINES_SUFFIX: Final = ":processing:deadlines"
 DELAYED_SUFFIX: Final = ":delayed"
 DELIVERIES_SUFFIX: Final = ":deliveries"
 
+#: Suffixes the ``babelqueue`` SDK appends to a queue's key that ours do not: its
+#: Laravel-compatible layout's reserved set and wake-up list (its default layout uses
+#: ``:processing`` and ``:processing:deadlines``, as we do; ``:delayed`` is in both).
+BABELQUEUE_ONLY_SUFFIXES: Final = (":reserved", ":notify")
+
+#: A queue name may not end in any of these (nor may its dead-letter queue's): each is where
+#: some queue's own bookkeeping lives, in our layout or in babelqueue's. Longest first, so an
+#: error names the whole suffix (``:processing:deadlines``, not a shorter one).
+RESERVED_SUFFIXES: Final = tuple(
+    sorted(
+        {PROCESSING_SUFFIX, DEADLINES_SUFFIX, DELAYED_SUFFIX, DELIVERIES_SUFFIX, *BABELQUEUE_ONLY_SUFFIXES},
+        key=lambda suffix: (-len(suffix), suffix),
+    )
+)
+
+#: The runtime dead-letters queue ``q`` to ``q.dlq`` (SPEC section 4).
+DLQ_SUFFIX: Final = ".dlq"
+
+
+def check_queue(queue: str) -> str:
+    """``queue`` unchanged when its keys cannot reach another queue's; else ConfigurationError.
+
+    A name is refused when it ends in a reserved suffix, or when it is the dead-letter queue
+    (``.dlq``, repeated or not) of such a name: ``q.dlq`` is accepted exactly when ``q`` is,
+    so a worker's queue is never fine while its dead-letter queue fails at the first poison
+    message. The message is one line naming the queue and the suffix.
+    """
+    base = queue
+    while base.endswith(DLQ_SUFFIX):
+        base = base[: -len(DLQ_SUFFIX)]
+    for suffix in RESERVED_SUFFIXES:
+        if base.endswith(suffix):
+            which = "ends" if base == queue else f"is the dead-letter queue of {base!r}, which ends"
+            raise ConfigurationError(
+                f"queue: redis queue name {queue!r} {which} in the reserved suffix {suffix!r} (where "
+                f"queue {base[: -len(suffix)]!r} keeps its own keys in the layout babelq shares with "
+                "babelqueue); choose another name"
+            )
+    return queue
+
 
 def queue_key(queue: str, prefix: str = "") -> str:
     """The ready list of ``queue``: where producers RPUSH the envelope bytes."""
-    return f"{prefix}{queue}"
+    return f"{prefix}{check_queue(queue)}"
 
 
 def processing_key(queue: str, prefix: str = "") -> str:
     """The list that holds ``queue``'s reserved bodies until they are settled."""
-    return f"{prefix}{queue}{PROCESSING_SUFFIX}"
+    return f"{prefix}{check_queue(queue)}{PROCESSING_SUFFIX}"
 
 
 def deadlines_key(queue: str, prefix: str = "") -> str:
     """The sorted set of ``queue``'s reservations, scored by deadline (epoch seconds)."""
-    return f"{prefix}{queue}{DEADLINES_SUFFIX}"
+    return f"{prefix}{check_queue(queue)}{DEADLINES_SUFFIX}"
 
 
 def delayed_key(queue: str, prefix: str = "") -> str:
     """The sorted set of ``queue``'s delayed bodies, scored by due time (epoch seconds)."""
-    return f"{prefix}{queue}{DELAYED_SUFFIX}"
+    return f"{prefix}{check_queue(queue)}{DELAYED_SUFFIX}"
 
 
 def deliveries_key(queue: str, prefix: str = "") -> str:
     """The hash counting how often each in-flight body of ``queue`` was handed out."""
-    return f"{prefix}{queue}{DELIVERIES_SUFFIX}"
+    return f"{prefix}{check_queue(queue)}{DELIVERIES_SUFFIX}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +130,14 @@ class QueueKeys:
 
 
 def keys_for(queue: str, prefix: str = "") -> QueueKeys:
-    """All keys of ``queue`` under ``prefix``."""
+    """All keys of ``queue`` under ``prefix`` (ConfigurationError for a refused name)."""
+    base = f"{prefix}{check_queue(queue)}"
     return QueueKeys(
-        ready=queue_key(queue, prefix),
-        processing=processing_key(queue, prefix),
-        deadlines=deadlines_key(queue, prefix),
-        delayed=delayed_key(queue, prefix),
-        deliveries=deliveries_key(queue, prefix),
+        ready=base,
+        processing=base + PROCESSING_SUFFIX,
+        deadlines=base + DEADLINES_SUFFIX,
+        delayed=base + DELAYED_SUFFIX,
+        deliveries=base + DELIVERIES_SUFFIX,
     )
 
 

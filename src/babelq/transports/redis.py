@@ -25,29 +25,53 @@ Options (keyword arguments, or the URL query: ``redis://h/0?prefix=app:&visibili
 ``prefix`` (key prefix, default none), ``visibility_timeout`` (seconds, default 30),
 ``poll_interval`` (longest single block while waiting, default 0.5 s: bounds how late a
 delayed body published by someone else is noticed), ``sweep_limit`` (most delayed/lapsed
-members moved per reserve, default 1000). Other query parameters go to redis-py.
+members moved per reserve, default 1000). Other query parameters go to redis-py;
+``socket_connect_timeout`` defaults to :data:`CONNECT_TIMEOUT` so an unreachable host fails
+an open in seconds, not after the operating system's minutes-long connect timeout.
+
+Queue names go through :func:`babelq.bindings.redis.check_queue` (via :meth:`RedisTransport.keys`)
+in every method that takes one: a name that would land on another queue's bookkeeping keys is
+a ConfigurationError before anything is sent.
+
+Errors: opening the transport (with its own client) pings Redis, so a wrong host, port or
+password fails there and not at the first publish. Driver errors become babelq's, one line,
+with the URL's password replaced by ``***``: a refused password or missing permission is a
+:class:`~babelq.errors.ConfigurationError` (retrying will not help); a lost or refused
+connection, a timeout, a read-only replica or a full server is an
+:class:`~babelq.errors.UnavailableError` (the broker's fault, not the message's: the runtime
+puts the message back instead of spending an attempt), with redis-py's exception as
+``__cause__``. Anything else from redis-py is a bug and is raised as it is.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, keys_for, member
 from babelq.envelope import Envelope
-from babelq.errors import ConfigurationError
+from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
     from redis.commands.core import Script
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: seconds redis-py may take to open a connection unless the URL sets ``socket_connect_timeout``
+CONNECT_TIMEOUT = 10.0
 
 _BODY_AT = TOKEN_LENGTH + 2  # Lua index of the first body byte in "<token>:<body>"
 _RPUSH_CHUNK = 5000
@@ -211,6 +235,70 @@ def _reopen(url: str, options: dict[str, Any]) -> RedisTransport:
     return RedisTransport(url, **options)
 
 
+def _translated(exc: BaseException, action: str, where: str) -> BabelqError | None:
+    """babelq's error for a redis-py error raised during ``action`` on ``where``; None if not one.
+
+    The split is what a caller must do next: fix the configuration (a refused password, a
+    missing ACL permission, a key of the queue that holds another type), wait for the broker
+    (connection refused, lost or timed out, a replica that became read-only during a failover,
+    a server out of memory, a cluster that is down); anything else is a bug, raised unchanged.
+    """
+    errors = sys.modules.get("redis.exceptions")
+    if errors is None:  # redis-py was never imported: this cannot be one of its errors
+        return None
+    detail = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
+    refused = (
+        errors.AuthenticationError,
+        errors.AuthorizationError,
+        errors.AuthenticationWrongNumberOfArgsError,
+        errors.NoPermissionError,
+    )
+    if isinstance(exc, refused):
+        return ConfigurationError(
+            f"url: redis at {where} refused {action}: authentication or permission failed "
+            f"({detail}); check the user and password in the URL"
+        )
+    unavailable = (
+        errors.ConnectionError,
+        errors.TimeoutError,
+        errors.ReadOnlyError,
+        errors.OutOfMemoryError,
+        errors.ClusterDownError,
+        errors.TryAgainError,
+    )
+    if isinstance(exc, unavailable):
+        return UnavailableError(f"redis at {where} unavailable during {action}: {detail}")
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        return ConfigurationError(
+            f"queue: redis {action} at {where}: a key of this queue holds a value of another type, "
+            f"so another application or key layout uses the same name ({detail})"
+        )
+    return None
+
+
+def _driver_errors(
+    action: str,
+) -> Callable[[Callable[Concatenate[RedisTransport, P], R]], Callable[Concatenate[RedisTransport, P], R]]:
+    """Decorate a method so redis-py's errors leave it as babelq's (see :func:`_translated`)."""
+
+    def decorate(
+        method: Callable[Concatenate[RedisTransport, P], R],
+    ) -> Callable[Concatenate[RedisTransport, P], R]:
+        @functools.wraps(method)
+        def guarded(self: RedisTransport, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                mapped = _translated(exc, action, self.where)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        return guarded
+
+    return decorate
+
+
 class RedisTransport(BaseTransport):
     """Queues as Redis lists with reservation deadlines; thread-safe (redis-py pools connections)."""
 
@@ -245,7 +333,12 @@ class RedisTransport(BaseTransport):
                 raise ConfigurationError(
                     "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
                 ) from exc
-            client = redis.Redis.from_url(url)
+            try:
+                # A socket_connect_timeout in the URL wins over this keyword (redis-py merges so).
+                client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+            except ValueError as exc:
+                detail = " ".join(redact_text(str(exc)).split())
+                raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
         self._redis: Redis[bytes] = client
         self._reserve_script: Script = client.register_script(_RESERVE)
         self._ack_script: Script = client.register_script(_ACK)
@@ -257,6 +350,39 @@ class RedisTransport(BaseTransport):
         self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
         self._keys: dict[str, QueueKeys] = {}
         self._closed = False
+        if self._owns_client:
+            self._ping_at_open()
+
+    def _ping_at_open(self) -> None:
+        """Fail at open, not at the first publish, when Redis is unreachable or refuses us.
+
+        Only for a client we made: a given client is its owner's to connect when they like.
+        """
+        try:
+            self._redis.ping()
+        except Exception as exc:
+            mapped = _translated(exc, "open", self.where)
+            self._redis.close()
+            self._closed = True
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    @property
+    def client(self) -> Redis[bytes]:
+        """The redis-py client this transport talks through."""
+        return self._redis
+
+    @property
+    def where(self) -> str:
+        """The Redis this transport talks to, as shown in errors: the URL without its password,
+        or a given client's address."""
+        if self._owns_client:
+            return redact(self.url)
+        options = self._redis.connection_pool.connection_kwargs
+        if options.get("path"):
+            return f"unix://{options['path']}"
+        return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisTransport:
@@ -289,7 +415,13 @@ class RedisTransport(BaseTransport):
         return (_reopen, (self.url, options))
 
     def keys(self, queue: str) -> QueueKeys:
-        """The Redis keys of ``queue`` under this transport's prefix."""
+        """The Redis keys of ``queue`` under this transport's prefix.
+
+        Every method that takes a queue name comes through here, so a name that would reach
+        another queue's keys is refused (ConfigurationError, see
+        :func:`babelq.bindings.redis.check_queue`) before anything is sent; accepted names are
+        cached.
+        """
         found = self._keys.get(queue)
         if found is None:
             found = self._keys[queue] = keys_for(queue, self.prefix)
@@ -301,6 +433,7 @@ class RedisTransport(BaseTransport):
 
     # -- publish -------------------------------------------------------------------------
 
+    @_driver_errors("publish")
     def publish(
         self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
     ) -> None:
@@ -311,11 +444,12 @@ class RedisTransport(BaseTransport):
         else:
             self._redis.rpush(keys.ready, bytes(body))
 
+    @_driver_errors("publish_many")
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         self._check_open()
+        keys = self.keys(queue)  # checks the name even for an empty batch
         if not messages:
             return
-        keys = self.keys(queue)
         now = [bytes(m.body) for m in messages if m.delay_ms <= 0]
         later: list[str | bytes] = []
         for m in messages:
@@ -356,6 +490,7 @@ class RedisTransport(BaseTransport):
         ]
         return out, int(wait_ms)
 
+    @_driver_errors("reserve")
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
         """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
         self._check_open()
@@ -394,10 +529,15 @@ class RedisTransport(BaseTransport):
             self.visibility_timeout,
         )
 
+    @_driver_errors("ack")
     def ack(self, delivery: Delivery) -> None:
-        self.ack_many([delivery])
+        self._ack_many([delivery])
 
+    @_driver_errors("ack_many")
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        self._ack_many(deliveries)
+
+    def _ack_many(self, deliveries: Sequence[Delivery]) -> None:
         self._check_open()
         by_queue: dict[str, dict[bytes, None]] = {}  # a dict keeps order and drops repeats
         for delivery in deliveries:
@@ -433,6 +573,7 @@ class RedisTransport(BaseTransport):
         if int(held) != 1:
             self._lost(delivery, action)
 
+    @_driver_errors("release")
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         self._settle(
             delivery,
@@ -443,6 +584,7 @@ class RedisTransport(BaseTransport):
             action="release",
         )
 
+    @_driver_errors("release_many")
     def release_many(self, deliveries: Sequence[Delivery]) -> None:
         """Every release in one pipeline (one round trip), each still gated on its own deadline."""
         self._check_open()
@@ -460,6 +602,7 @@ class RedisTransport(BaseTransport):
             if int(held) != 1:
                 self._lost(delivery, "release")
 
+    @_driver_errors("renew_many")
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         self._check_open()
         by_queue: dict[str, dict[bytes, None]] = {}
@@ -477,6 +620,7 @@ class RedisTransport(BaseTransport):
                 )
         return held
 
+    @_driver_errors("retry")
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self._settle(
             delivery,
@@ -487,11 +631,18 @@ class RedisTransport(BaseTransport):
             action="retry",
         )
 
+    @_driver_errors("dead_letter")
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self._settle(delivery, mode="replace", body=bytes(body), target=dlq, delay_ms=0, action="dead_letter")
 
     # -- inspection ----------------------------------------------------------------------
 
+    def lease_seconds(self, queue: str) -> float | None:
+        """The visibility timeout; checks the name like every method that takes one."""
+        self.keys(queue)
+        return self.visibility_timeout
+
+    @_driver_errors("size")
     def size(self, queue: str) -> int:
         """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
         self._check_open()
@@ -503,11 +654,13 @@ class RedisTransport(BaseTransport):
         ready, delayed, lapsed = pipe.execute()
         return int(ready) + int(delayed) + int(lapsed)
 
+    @_driver_errors("reserved")
     def reserved(self, queue: str) -> int:
         """Reservations whose deadline has not passed (a lapsed one counts as waiting in :meth:`size`)."""
         self._check_open()
         return int(self._redis.zcount(self.keys(queue).deadlines, f"({time.time()!r}", "+inf"))
 
+    @_driver_errors("purge")
     def purge(self, queue: str) -> None:
         self._check_open()
         self._redis.delete(*self.keys(queue).all())

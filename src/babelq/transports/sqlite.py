@@ -19,6 +19,13 @@ lock, default 30), ``poll_interval`` (seconds between checks while ``reserve`` w
 another process's publish, default 0.05; publishes from the same process wake it at once),
 ``synchronous`` (SQLite ``PRAGMA synchronous``: ``NORMAL`` survives process crashes,
 ``FULL`` also power loss; default ``NORMAL``).
+
+The file: its directory must exist (a mistyped path is refused, not silently given a new
+directory tree), and a new database file is created owner-only (mode 0600 whatever the
+umask), since message bodies carry personal data; SQLite gives its ``-wal`` and ``-shm``
+files the database file's mode. An existing file keeps its mode (sharing it with a group is
+the owner's decision). A path the operating system or SQLite refuses is a one-line
+ConfigurationError at open naming the path and the reason.
 """
 
 from __future__ import annotations
@@ -33,12 +40,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from babelq.envelope import Envelope
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 
 log = logging.getLogger(__name__)
@@ -82,6 +88,9 @@ _PURGE = f"DELETE FROM {TABLE} WHERE queue = ?"
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
+#: mode of a database file this transport creates: owner read/write only
+FILE_MODE = 0o600
+
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -90,6 +99,44 @@ def _now_ms() -> int:
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _prepare_file(path: str) -> None:
+    """Check ``path``'s directory and open the file once ourselves, creating it owner-only.
+
+    Why not leave it to SQLite: its "unable to open database file" names neither the path nor
+    the cause, and it creates files with mode 0644 less the umask. Opening with ``os.open``
+    first gives the operating system's own reason (``No such file or directory``, ``Permission
+    denied``, ``Is a directory``) and lets a new file be made 0600. ``O_EXCL`` tells a file we
+    created (chmod it, so even a umask that removes owner bits cannot weaken or break it) from
+    one that existed (left as its owner set it); an empty file is a valid new database.
+    """
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        problem = "is not a directory" if os.path.exists(parent) else "does not exist"
+        raise ConfigurationError(
+            f"path: directory {parent!r} of the sqlite database {path!r} {problem}; "
+            "create it first (babelq does not create directories)"
+        )
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as exc:
+            raise _unusable(path, exc.strerror or str(exc)) from exc
+        os.close(fd)
+        return
+    except OSError as exc:
+        raise _unusable(path, exc.strerror or str(exc)) from exc
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+def _unusable(path: str, reason: str) -> ConfigurationError:
+    return ConfigurationError(f"path: cannot open the sqlite database {path!r}: {' '.join(reason.split())}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +197,20 @@ class SQLiteTransport(BaseTransport):
         self._connections: list[tuple[sqlite3.Connection, int]] = []  # (connection, owner pid)
         self._connections_lock = threading.Lock()
         self._closed = False
-        Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self._wakeup = _Wakeups.for_path(os.path.abspath(self.path))
-        self._conn()  # create the file and schema now, so configuration errors surface here
+        # "~" is expanded for opening only: self.path stays as given (it is what pickles).
+        self._file = os.path.expanduser(self.path)
+        _prepare_file(self._file)
+        self._wakeup = _Wakeups.for_path(os.path.abspath(self._file))
+        try:
+            self._conn()  # the schema now, so a file that is not a database fails here
+        except sqlite3.Error as exc:
+            self.close()
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                # another process held the write lock past busy_timeout: not the path's fault
+                raise UnavailableError(
+                    f"sqlite database {self._file!r} stayed locked for {self.busy_timeout:g} s at open: {exc}"
+                ) from exc
+            raise _unusable(self._file, str(exc)) from exc
 
     # -- construction -------------------------------------------------------------------
 
@@ -202,9 +260,13 @@ class SQLiteTransport(BaseTransport):
         # First use in this thread, or a forked child that inherited the parent's handle (an
         # SQLite connection must never cross a fork: we leave the inherited one untouched).
         conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            self._file, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
-        self._retry_busy(lambda: self._setup(conn))
+        try:
+            self._retry_busy(lambda: self._setup(conn))
+        except BaseException:
+            conn.close()
+            raise
         self._local.conn = conn
         self._local.pid = pid
         with self._connections_lock:
