@@ -173,11 +173,15 @@ def test_inspect_dead_letter_summary(capsys: pytest.CaptureFixture[str]) -> None
 def test_inspect_empty_missing_and_bad_array(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty"
     empty.write_text("\n\n")
-    assert main(["inspect", str(empty)]) == 1
-    assert "no message bodies" in capsys.readouterr().err
+    assert main(["inspect", str(empty)]) == 1  # one poison body, as a consumer would see it
+    assert "1 body: 0 accepted, 0 rejected, 1 poison" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "missing")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main(["inspect", "--array", str(empty)]) == 2
+    no_items = tmp_path / "no-items.json"
+    no_items.write_text("[]")
+    assert main(["inspect", "--array", str(no_items)]) == 1
+    assert "holds no message bodies" in capsys.readouterr().err
 
 
 # -- conformance -------------------------------------------------------------------------------

@@ -6,6 +6,13 @@ no plugin scanning happens at start-up. A command module that does not exist yet
 out; one that cannot be imported (a missing optional dependency, a bug) still shows in
 ``--help`` and explains itself when run; a missing optional dependency raised while a
 command runs becomes a ``pip install 'babelq[<extra>]'`` message with exit code 2.
+
+:func:`main` is the one error boundary of every command. Whatever escapes a command becomes
+one line on stderr, ``babelq <command>: error: <what went wrong>``, and exit code 2: a person
+running a command needs the input that failed and what to do, not 75 lines of a client
+library's traceback (``-v`` prints that traceback too, for whoever debugs babelq itself). The
+line is redacted with :func:`babelq.urls.redact_text`, because exception texts quote the
+broker and database URLs they were given, passwords included.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -38,6 +47,27 @@ EXTRAS: Final = {
 }
 
 EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+#: Longest error line printed (a client's message can quote a whole query or document).
+MAX_ERROR_LINE: Final = 500
+
+# A line that states an exception: ``pkg.SomeError: message``, Java's ``Caused by: x.YException: m``,
+# Py4J's ``: java.lang.XException: m``. Only names ending like exception classes count, so
+# "Logical Plan:" or "Current State: ACTIVE" in a Spark query dump are not mistaken for one.
+_EXCEPTION_LINE = re.compile(
+    r"^(?:Caused by: |: )?"
+    r"((?:[A-Za-z_$][\w$]*\.)*[A-Za-z_$][\w$]*(?:Error|Exception|Failure|Fault|Exit|Interrupt))"
+    r"(?::\s*(.*))?$"
+)
+# Where a wrapper's own words stop and a quoted traceback (Py4J, Spark's Python workers) begins.
+_WRAPPER_NOISE = (
+    "Traceback (most recent call last)",
+    "An exception was raised by the Python Proxy",
+    "An exception was thrown from the Python worker",
+    "An error occurred while calling",
+    "Return Message:",
+)
 
 
 def missing_extra(exc: ImportError) -> str | None:
@@ -47,6 +77,82 @@ def missing_extra(exc: ImportError) -> str | None:
     if extra is None:
         return None
     return f"needs the optional dependency {name!r}: pip install 'babelq[{extra}]'"
+
+
+def _root_cause(lines: Sequence[str]) -> tuple[str, str] | None:
+    """The innermost exception stated in ``lines`` (a quoted Python traceback or Java stack trace)
+    as (short class name, message): the last unindented ``Name: message`` line, preferring one
+    whose message does not just introduce more text (``...: Traceback (most recent call
+    last):``). None when no line states an exception."""
+    found: list[tuple[str, str]] = []
+    for line in lines:
+        if line[:1].isspace():
+            continue
+        match = _EXCEPTION_LINE.match(line.rstrip())
+        if match is not None:
+            found.append((match.group(1).rpartition(".")[2], (match.group(2) or "").strip()))
+    if not found:
+        return None
+    complete = [(name, message) for name, message in found if message and not message.endswith(":")]
+    return (complete or found)[-1]
+
+
+def error_line(exc: BaseException) -> str:
+    """``exc`` as the one line a person reads: redacted, whitespace collapsed, at most
+    :data:`MAX_ERROR_LINE` characters.
+
+    A one-line message is kept as it is. A message holding a traceback or stack trace (a
+    Spark/Py4J exception carries the Java one; a failed streaming query quotes its Python
+    worker's) becomes its first line's own words plus the root cause's message. Errors babelq
+    raises on purpose (:class:`~babelq.errors.BabelqError`) already name their input, so they are
+    shown without their type; anything else keeps its type name, without which ``KeyError: 'x'``
+    would read as just ``'x'``.
+    """
+    from babelq.errors import BabelqError
+    from babelq.urls import redact_text
+
+    try:
+        text = str(exc)
+    except Exception:  # a Py4J error whose JVM is gone cannot even describe itself
+        text = ""
+    lines = [line for line in redact_text(text).splitlines() if line.strip()]
+    if not lines:
+        line = ""
+    elif len(lines) == 1 and not any(noise in lines[0] for noise in _WRAPPER_NOISE):
+        line = lines[0]
+    else:
+        head = lines[0]
+        cut = min((head.find(noise) for noise in _WRAPPER_NOISE if noise in head), default=-1)
+        lead = (head[:cut] if cut >= 0 else head).strip().rstrip(":.").strip()
+        root = _root_cause(lines)
+        if root is None or (root[1] and root[1] in lead):
+            line = lead or head
+        else:
+            cause = f"{root[0]}: {root[1]}" if root[1] else root[0]
+            line = f"{lead}: {cause}" if lead else cause
+    line = " ".join(line.split())
+    if not isinstance(exc, BabelqError):
+        name = type(exc).__name__
+        if not line.startswith(name):
+            line = f"{name}: {line}" if line else name
+    if len(line) > MAX_ERROR_LINE:
+        line = line[: MAX_ERROR_LINE - 3].rstrip() + "..."
+    return line
+
+
+def _report(command: str, exc: BaseException, *, verbose: bool) -> int:
+    """Print ``exc`` as ``babelq <command>: error: <line>`` (after its redacted traceback when
+    ``verbose``) and return the usage exit code."""
+    from babelq.errors import BabelqError
+    from babelq.urls import redact_text
+
+    line = error_line(exc)
+    if verbose:
+        sys.stderr.write(redact_text("".join(traceback.format_exception(exc))))
+    elif not isinstance(exc, BabelqError):
+        line += " (babelq -v shows the traceback)"
+    print(f"babelq {command}: error: {line}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _unavailable(name: str, subparsers: Subparsers, reason: str) -> None:
@@ -111,25 +217,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose == 0:
+        # Py4J logs a Spark foreachBatch function's exception with its whole traceback before
+        # handing it back to the JVM, which fails the query with it; the command then reports
+        # that same exception as its one error line, so the log record only repeats it at length.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from babelq.errors import BabelqError
-
     try:
         return int(func(args))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as exc:
         hint = missing_extra(exc)
         if hint is None:
-            raise
+            return _report(args.command, exc, verbose=args.verbose > 0)
         print(f"babelq {args.command}: {hint}", file=sys.stderr)
         return EXIT_USAGE
-    except BabelqError as exc:
-        print(f"babelq {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
+    except Exception as exc:
+        return _report(args.command, exc, verbose=args.verbose > 0)
 
 
 if __name__ == "__main__":

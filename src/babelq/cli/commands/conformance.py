@@ -1,4 +1,10 @@
-"""``babelq conformance PATH``: run a conformance suite directory and print a table per block."""
+"""``babelq conformance PATH``: run a conformance suite directory and print a table per block.
+
+``--transport URL`` is opened (and closed) before the suite runs: a URL that is malformed or
+names an unreachable broker is a usage error (one line, exit 2), not a failing check, so exit
+code 1 keeps meaning "this SDK breaks the standard". The report is redacted like every error
+line, because a check's message may quote the URL it was given.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +58,12 @@ def table(result: SuiteResult, *, every: bool = False) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from babelq.conformance import run_suite
+    from babelq.urls import redact_text
 
+    if args.transport:
+        from babelq.transports import open_transport
+
+        open_transport(args.transport).close()
     result = run_suite(args.path, transport_url=args.transport)
-    write(result.to_json() + "\n" if args.json else table(result, every=args.all))
+    write(redact_text(result.to_json() + "\n" if args.json else table(result, every=args.all)))
     return 0 if result.passed else 1

@@ -41,10 +41,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        print(f"babelq encode: DATA_JSON is not JSON: {exc}", file=sys.stderr)
+        print(f"babelq encode: error: DATA_JSON is not JSON: {exc}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        # Python's json parser recurses once per level and gives up near the interpreter's
+        # recursion limit (~1,000 levels); no envelope a consumer reads is that deep.
+        print("babelq encode: error: DATA_JSON is nested too deeply (about 1,000 levels)", file=sys.stderr)
         return 2
     if not isinstance(data, dict):
-        print(f"babelq encode: DATA_JSON must be a JSON object, got {type(data).__name__}", file=sys.stderr)
+        kind = type(data).__name__
+        print(f"babelq encode: error: DATA_JSON must be a JSON object, got {kind}", file=sys.stderr)
         return 2
     env = make(
         args.urn,

@@ -8,7 +8,16 @@ Input is one body, a file with one body per line, or (``--array``) a JSON array 
   runtime dead-letters it as poison;
 - ``poison``: not readable as a JSON object at all (not UTF-8, not JSON, not an object).
 
-Exit status 0 when every body is accepted, 1 otherwise (also when there is no body).
+Empty input (nothing, or only whitespace) is one body, and it is poison: a consumer handed
+those bytes cannot read them, so inspect must not call them "no bodies" and look clean.
+
+Exit status:
+
+- 0: every body is accepted;
+- 1: at least one body is rejected or poison (empty input is one poison body), or an
+  ``--array`` input is an empty array (no body at all);
+- 2: the input cannot be read: a missing file, an ``--array`` input that is not a JSON array
+  or is nested too deeply for the parser.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +36,8 @@ if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
 
 _PREVIEW = 200
+#: Recursion limit while reports are rendered (see :func:`room_for_deep_documents`).
+_RENDER_RECURSION_LIMIT = 5_000
 
 
 def register(subparsers: Subparsers) -> None:
@@ -41,24 +54,49 @@ def register(subparsers: Subparsers) -> None:
 
 
 def split_bodies(raw: bytes, *, array: bool = False) -> list[bytes]:
-    """The bodies held by ``raw``: one JSON object, one per line, or the items of a JSON array."""
+    """The bodies held by ``raw``: one JSON object, one per line, or the items of a JSON array.
+
+    Empty or blank ``raw`` is one body (``raw`` itself), which a consumer would call poison.
+    Raises ValueError when ``array`` is set and ``raw`` is not a JSON array, or is nested too deeply.
+    """
     if array:
-        items = json.loads(raw)
-        if not isinstance(items, list):
-            raise ValueError("--array input must be a JSON array")
-        return [
-            item.encode("utf-8", "surrogatepass") if isinstance(item, str)
-            else json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            for item in items
-        ]
+        try:
+            items = json.loads(raw)
+            if not isinstance(items, list):
+                raise ValueError("--array input must be a JSON array")
+            return [
+                item.encode("utf-8", "surrogatepass") if isinstance(item, str)
+                else json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+                for item in items
+            ]
+        except RecursionError:
+            # json recurses per level and stops near the recursion limit (~1,000 levels)
+            raise ValueError("--array input is nested too deeply (about 1,000 levels)") from None
     from babelq.envelope import wire
 
     whole = raw.strip()
     if not whole:
-        return []
+        return [raw]
     if wire.is_json_object(whole):
         return [whole]
     return [line.strip() for line in raw.split(b"\n") if line.strip()]
+
+
+@contextmanager
+def room_for_deep_documents() -> Iterator[None]:
+    """Raise the recursion limit while reports are rendered.
+
+    Python's json encoder, which prints the pretty document and ``--json``, recurses once or
+    more per level of nesting and stops near the default limit of 1,000 frames, a depth of the
+    same order as the deepest body the decoder accepts (deeper is poison). A body a consumer
+    would hand to a handler must never crash the tool that shows it.
+    """
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, _RENDER_RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
 
 
 def iso_ms(ms: object) -> str | None:
@@ -145,23 +183,25 @@ def run(args: argparse.Namespace) -> int:
             with open(args.file, "rb") as handle:
                 raw = handle.read()
     except OSError as exc:
-        print(f"babelq inspect: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"babelq inspect: error: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
         bodies = split_bodies(raw, array=args.array)
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
-        print(f"babelq inspect: {exc}", file=sys.stderr)
+        print(f"babelq inspect: error: {exc}", file=sys.stderr)
         return 2
     reports = [report(body) for body in bodies]
-    if args.json:
-        write(json.dumps(reports, ensure_ascii=False, indent=2) + "\n")
-    else:
-        for index, item in enumerate(reports, start=1):
-            write(_text(index, item, brief=args.brief) + "\n")
-        counts = {v: sum(1 for r in reports if r["verdict"] == v) for v in ("accepted", "rejected", "poison")}
-        noun = "body" if len(reports) == 1 else "bodies"
-        write(f"{len(reports)} {noun}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "\n")
+    with room_for_deep_documents():
+        if args.json:
+            write(json.dumps(reports, ensure_ascii=False, indent=2) + "\n")
+        else:
+            for index, item in enumerate(reports, start=1):
+                write(_text(index, item, brief=args.brief) + "\n")
+            verdicts = ("accepted", "rejected", "poison")
+            counts = {v: sum(1 for r in reports if r["verdict"] == v) for v in verdicts}
+            noun = "body" if len(reports) == 1 else "bodies"
+            write(f"{len(reports)} {noun}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "\n")
     if not reports:
-        print("babelq inspect: no message bodies found", file=sys.stderr)
+        print("babelq inspect: the --array input holds no message bodies", file=sys.stderr)
         return 1
     return 0 if all(item["verdict"] == "accepted" for item in reports) else 1

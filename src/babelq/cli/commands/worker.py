@@ -1,12 +1,18 @@
 """``babelq worker``: run an application's handlers against a broker until stopped.
 
     babelq worker --url redis://localhost:6379/0 --queue orders --app myservice.worker:app
+    BABELQ_BROKER=redis://:pw@localhost:6379/0 babelq worker --app myservice.worker:app
 
 ``--app module:attr`` names a :class:`babelq.runtime.App` (or a function returning one);
-the current directory is importable, as with other application servers. ``--url`` binds the
-app to that broker (an app created without a transport needs it). SIGTERM/SIGINT stop it
-gracefully: fetching stops, in-flight handlers finish within the grace period, unstarted
+the current directory is importable, as with other application servers. ``--url`` (default
+``$BABELQ_BROKER``, so a password need not sit on a command line where ``ps`` shows it) binds
+the app to that broker; without either, the app's own transport is used. SIGTERM/SIGINT stop
+it gracefully: fetching stops, in-flight handlers finish within the grace period, unstarted
 messages are released. On exit the counters are printed as one JSON line.
+
+Every way ``--app`` can fail to name an App (no colon, no such module, the module raising
+while it is imported, no such attribute, a factory that raises) is a
+:class:`~babelq.errors.ConfigurationError` naming the spec, which the CLI prints as one line.
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from babelq.cli.commands import broker_argument, broker_url, write
+
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
     from babelq.runtime import App
+    from babelq.transports import Transport
 
 
 def register(subparsers: Subparsers) -> None:
@@ -30,7 +39,7 @@ def register(subparsers: Subparsers) -> None:
         description="Consume a queue with the handlers of a babelq.runtime.App until SIGTERM/SIGINT.",
     )
     parser.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the App (or a factory of one)")
-    parser.add_argument("--url", help="broker URL (memory://, sqlite:///q.db, redis://, amqp://, sqs://)")
+    broker_argument(parser, "--url", required=False, example="redis://127.0.0.1:6379/0")
     parser.add_argument("--queue", help="queue to consume (default: the app's queue)")
     parser.add_argument("--concurrency", type=int, help="handler threads")
     parser.add_argument("--prefetch", type=int, help="most messages reserved at once")
@@ -42,6 +51,31 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _import_app_module(spec: str, module_name: str) -> Any:
+    """Import the module part of ``--app``; every failure is a ConfigurationError naming the spec."""
+    from babelq.errors import ConfigurationError
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise ConfigurationError(
+                f"--app {spec!r}: no module named {missing!r} (run from the directory that holds it, "
+                "or add that directory to PYTHONPATH)"
+            ) from exc
+        from babelq.cli.main import missing_extra
+
+        fix = missing_extra(exc) or "install what it needs"
+        raise ConfigurationError(f"--app {spec!r}: importing {module_name!r} failed: {exc}; {fix}") from exc
+    except Exception as exc:
+        raise ConfigurationError(
+            f"--app {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def load_app(spec: str) -> App:
     """The App named by ``module:attr`` (an App, or a callable returning one)."""
     from babelq.errors import ConfigurationError
@@ -49,37 +83,55 @@ def load_app(spec: str) -> App:
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigurationError(f"--app: expected MODULE:ATTR, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+        raise ConfigurationError(f"--app: expected MODULE:ATTR (e.g. myservice.worker:app), got {spec!r}")
+    module = _import_app_module(spec, module_name)
     target: Any = module
     for part in attr.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise ConfigurationError(f"--app: {module_name!r} has no attribute {attr!r}") from None
+            raise ConfigurationError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
     if not isinstance(target, App) and callable(target):
-        target = target()
+        try:
+            target = target()
+        except Exception as exc:
+            raise ConfigurationError(
+                f"--app {spec!r}: calling {attr!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(target, App):
-        raise ConfigurationError(f"--app: {spec!r} is a {type(target).__name__}, not a babelq.runtime.App")
+        raise ConfigurationError(f"--app {spec!r} is a {type(target).__name__}, not a babelq.runtime.App")
     return target
 
 
 def run(args: argparse.Namespace) -> int:
+    """Bind, then drain (``--until-empty``/``--max-messages``) or run until stopped.
+
+    A long-running worker binds the URL itself, so a broker that is down when it starts is
+    waited for (the runtime connects on first use). A one-shot drain has nothing to wait for:
+    it opens the transport first, so an unreachable broker is one error line now rather than
+    a warning followed by the same failure.
+    """
     app = load_app(args.app)
-    if args.url:
-        app.bind(args.url)
+    url = broker_url(args, "--url")
+    one_shot = args.until_empty or args.max_messages is not None
+    owned: Transport | None = None
+    if url and one_shot:
+        from babelq.transports import open_transport
+
+        owned = open_transport(url)
+        app.bind(owned)
+    elif url:
+        app.bind(url)
     app.tune(concurrency=args.concurrency, prefetch=args.prefetch, grace_period=args.grace_period)
     try:
-        if args.until_empty or args.max_messages is not None:
+        if one_shot:
             app.drain(args.max_messages, queue=args.queue, handle_signals=True)
         else:
             app.run(queue=args.queue)
     finally:
         stats = app.stats()
         app.close()
-    from babelq.cli.commands import write
-
+        if owned is not None:
+            owned.close()
     write(json.dumps(stats, sort_keys=True) + "\n")
     return 0

@@ -1,0 +1,548 @@
+"""What a person sees when a command fails: one line, exit code 2, no traceback, no password.
+
+Every row runs the real ``babelq`` executable in a subprocess, exactly as a shell would, and
+checks the contract of :func:`babelq.cli.main.main`: stderr holds exactly one non-empty line,
+``babelq <command>: error: ...``, naming the input; the exit code is 2; there is no
+``Traceback``; and when the command line (or ``$BABELQ_BROKER``) holds a URL with a password,
+that password appears nowhere in stdout or stderr, also with ``-v`` (which adds the traceback).
+
+Spark rows (ingest, settle) start a JVM, ~10-20 s each, so they are few and marked slow. The
+JVM writes its own log records (Spark's ERROR lines, with a failed Python worker's traceback)
+straight to the process's stderr, where nothing in Python can catch them; a deployment turns
+them off with a log4j2 configuration, and so do these rows (``SPARK_CONF_DIR``), because what
+they test is what babelq itself prints. The JDK's one launcher line and babelq's own timed
+progress lines are not error output and are set aside for those rows only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from babelq.cli import main as cli_main
+from babelq.errors import BabelqError, ConfigurationError
+from conftest import CONFORMANCE_DIR, ROOT, require_service
+
+BABELQ = ROOT / ".venv" / "bin" / "babelq"
+SECRET = "s3cret"
+DEEP = 5_000
+APP = "babelq.runtime:App"  # an App without a transport: the broker comes from --url / $BABELQ_BROKER
+
+# What the Spark rows' stderr may hold besides babelq's error line (see the module docstring).
+_JVM_LAUNCHER = re.compile(r"^WARNING: Using incubator modules")
+_PROGRESS = re.compile(r"^\d\d:\d\d:\d\d ")
+_SPARK_LOG_OFF = """\
+rootLogger.level = off
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = JVM %p %c: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = off
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One failing command. ``{tmp}`` in ``args``/``env`` is the test's working directory."""
+
+    args: tuple[str, ...]
+    says: tuple[str, ...] = ()  # what the error line must contain (the input it names)
+    stdin: bytes = b""
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, bytes] = field(default_factory=dict)  # written into {tmp} first
+    dirs: tuple[str, ...] = ()  # made in {tmp} first
+    absent: tuple[str, ...] = ()  # paths under {tmp} the command must not create
+    service: str | None = None  # a live service the row needs (conftest.require_service)
+    spark: bool = False
+
+    @property
+    def command(self) -> str:
+        return next(arg for arg in self.args if not arg.startswith("-"))
+
+
+def run_babelq(
+    args: list[str], *, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    command = [str(BABELQ)] if BABELQ.exists() else [sys.executable, "-m", "babelq.cli.main"]
+    full_env = {k: v for k, v in os.environ.items() if k != "BABELQ_BROKER"}
+    full_env.update(env or {})
+    return subprocess.run(
+        [*command, *args], input=stdin, capture_output=True, cwd=cwd, env=full_env, timeout=240, check=False
+    )
+
+
+def error_lines(stderr: bytes, *, spark: bool) -> list[str]:
+    lines = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    if spark:
+        lines = [line for line in lines if not (_JVM_LAUNCHER.match(line) or _PROGRESS.match(line))]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def spark_log_off(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    conf = tmp_path_factory.mktemp("spark-conf")
+    (conf / "log4j2.properties").write_text(_SPARK_LOG_OFF)
+    return conf
+
+
+def _redis(url: str) -> tuple[str, ...]:
+    return ("worker", "--app", APP, "--until-empty", "--url", url)
+
+
+GARBAGE = bytes((i * 97 + 13) % 256 for i in range(4096))
+INGEST = ("--broker", "sqlite:///{tmp}/q.db", "--rejects", "{tmp}/rejects")
+SETTLE = ("settle", "--broker", "sqlite:///{tmp}/q.db", "--checkpoint", "{tmp}/checkpoint")
+
+CASES = [
+    # -- worker: --app ---------------------------------------------------------------------------
+    pytest.param(
+        Case(("worker", "--app", "nosuch:app"), says=("'nosuch:app'", "no module named 'nosuch'")),
+        id="worker-app-no-such-module",
+    ),
+    pytest.param(
+        Case(("worker", "--app", "babelq:missing"), says=("'babelq:missing'", "no attribute")),
+        id="worker-app-no-such-attribute",
+    ),
+    pytest.param(
+        Case(("worker", "--app", "nocolon"), says=("'nocolon'", "MODULE:ATTR")), id="worker-app-no-colon"
+    ),
+    pytest.param(
+        Case(
+            ("worker", "--app", "raising:app"),
+            says=("'raising:app'", "RuntimeError: boom at import"),
+            files={"raising.py": b'raise RuntimeError("boom at import")\n'},
+        ),
+        id="worker-app-module-raises-on-import",
+    ),
+    # -- worker: brokers ---------------------------------------------------------------------------
+    pytest.param(
+        Case(_redis(f"redis://:{SECRET}@127.0.0.1:1/0"), says=("127.0.0.1:1",)), id="redis-unreachable"
+    ),
+    pytest.param(
+        Case(
+            ("worker", "--app", APP, "--until-empty"),
+            says=("127.0.0.1:1",),
+            env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/0"},
+        ),
+        id="redis-unreachable-from-BABELQ_BROKER",
+    ),
+    pytest.param(
+        Case(_redis(f"redis://nosuchuser:{SECRET}@127.0.0.1:6379/0"), says=("password",), service="redis"),
+        id="redis-wrong-password",
+    ),
+    pytest.param(Case(_redis("sqlite:///proc/q.db"), says=("/proc/q.db",)), id="sqlite-under-proc"),
+    pytest.param(
+        Case(
+            _redis("sqlite:///{tmp}/nonexistent/dir/q.db"),
+            says=("nonexistent/dir", "does not exist"),
+            absent=("nonexistent",),
+        ),
+        id="sqlite-missing-directory",
+    ),
+    pytest.param(
+        Case(_redis(f"amqp://guest:{SECRET}@127.0.0.1:1/"), says=("127.0.0.1:1",)), id="amqp-unreachable"
+    ),
+    pytest.param(
+        Case(_redis(f"amqp://guest:{SECRET}@127.0.0.1:1/?prefetch=abc"), says=("prefetch", "'abc'")),
+        id="amqp-option-not-a-number",
+    ),
+    # -- inspect / encode ----------------------------------------------------------------------------
+    pytest.param(
+        Case(
+            ("inspect", "--array", "{tmp}/deep.json"),
+            says=("nested too deeply",),
+            files={"deep.json": b"[" * DEEP + b"]" * DEEP},
+        ),
+        id="inspect-array-nested-5000",
+    ),
+    pytest.param(
+        Case(
+            ("encode", "urn:babel:a:b", "-"),
+            says=("DATA_JSON", "nested too deeply"),
+            stdin=b'{"a":' * DEEP + b"1" + b"}" * DEEP,
+        ),
+        id="encode-stdin-nested-5000",
+    ),
+    pytest.param(
+        Case(("inspect", "{tmp}/missing.ndjson"), says=("missing.ndjson",)), id="inspect-missing-file"
+    ),
+    # -- conformance --transport ------------------------------------------------------------------------
+    pytest.param(
+        Case(
+            ("conformance", str(CONFORMANCE_DIR), "--transport", "sqlite:///proc/q.db"), says=("/proc/q.db",)
+        ),
+        id="conformance-transport-unopenable",
+    ),
+    pytest.param(
+        Case(
+            ("conformance", str(CONFORMANCE_DIR), "--transport", f"redis://:{SECRET}@127.0.0.1:1/0"),
+            says=("127.0.0.1:1",),
+        ),
+        id="conformance-transport-unreachable",
+    ),
+    # -- dlq --------------------------------------------------------------------------------------------
+    pytest.param(
+        Case(
+            ("dlq", "--broker", f"redis://:{SECRET}@127.0.0.1:1/0", "--queue", "payments"),
+            says=("127.0.0.1:1",),
+        ),
+        id="dlq-redis-unreachable",
+    ),
+    # -- settle -------------------------------------------------------------------------------------------
+    pytest.param(
+        Case(
+            (*SETTLE, "--ledger", f"postgresql://u:{SECRET}@127.0.0.1:1/x"), says=("127.0.0.1",), spark=True
+        ),
+        id="settle-ledger-unreachable",
+    ),
+    pytest.param(
+        Case(
+            (
+                "settle",
+                "--broker",
+                "sqlite:///{tmp}/q.db",
+                "--ledger",
+                "{tmp}/ledger.db",
+                "--checkpoint",
+                "{tmp}/afile",
+            ),
+            says=("afile", "not a directory"),
+            files={"afile": b"not a directory\n"},
+            spark=True,
+        ),
+        id="settle-fails-inside-spark",
+        marks=pytest.mark.slow,
+    ),
+    # -- ingest -------------------------------------------------------------------------------------------
+    pytest.param(
+        Case(("ingest", "{tmp}/missing.csv", *INGEST), says=("missing.csv",), spark=True),
+        id="ingest-missing-path",
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        Case(("ingest", "{tmp}/adir", *INGEST), says=("adir", "directory"), dirs=("adir",), spark=True),
+        id="ingest-a-directory",
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        Case(
+            ("ingest", "{tmp}/wrong.csv", *INGEST),
+            says=("wrong.csv", "missing column", "payment_reference"),
+            files={"wrong.csv": b"a,b\n1,2\n"},
+            spark=True,
+        ),
+        id="ingest-wrong-columns",
+        marks=pytest.mark.slow,
+    ),
+    pytest.param(
+        Case(
+            ("ingest", "{tmp}/garbage.csv", *INGEST),
+            says=("garbage.csv",),
+            files={"garbage.csv": GARBAGE},
+            spark=True,
+        ),
+        id="ingest-binary-garbage",
+        marks=pytest.mark.slow,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path, spark_log_off: Path) -> None:
+    if case.service:
+        require_service(case.service)
+    for name, content in case.files.items():
+        (tmp_path / name).write_bytes(content)
+    for name in case.dirs:
+        (tmp_path / name).mkdir()
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in case.args]
+    env = {key: value.replace("{tmp}", str(tmp_path)) for key, value in case.env.items()}
+    if case.spark:
+        env["SPARK_CONF_DIR"] = str(spark_log_off)
+
+    proc = run_babelq(args, cwd=tmp_path, stdin=case.stdin, env=env)
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr
+    lines = error_lines(proc.stderr, spark=case.spark)
+    assert len(lines) == 1, stderr
+    [line] = lines
+    assert line.startswith(f"babelq {case.command}: error: "), line
+    assert len(line) <= cli_main.MAX_ERROR_LINE + 100
+    for fragment in case.says:
+        assert fragment.replace("{tmp}", str(tmp_path)) in line, line
+    assert proc.returncode == 2, (proc.returncode, stderr)
+    for name in case.absent:
+        assert not (tmp_path / name).exists(), f"{name} was created"
+
+    secret_given = SECRET in " ".join(args) or any(SECRET in value for value in env.values())
+    if secret_given:
+        assert SECRET.encode() not in proc.stdout + proc.stderr
+        verbose = run_babelq(["-v", *args], cwd=tmp_path, stdin=case.stdin, env=env)
+        assert SECRET.encode() not in verbose.stdout + verbose.stderr, verbose.stderr.decode()
+        assert verbose.returncode == 2
+        assert any(
+            line.startswith(f"babelq {case.command}: error: ")
+            for line in error_lines(verbose.stderr, spark=case.spark)
+        )
+
+
+def test_verbose_adds_the_traceback_and_still_ends_with_the_line(tmp_path: Path) -> None:
+    plain = run_babelq(["worker", "--app", "nosuch:app"], cwd=tmp_path)
+    verbose = run_babelq(["-v", "worker", "--app", "nosuch:app"], cwd=tmp_path)
+    assert plain.returncode == verbose.returncode == 2
+    text = verbose.stderr.decode()
+    assert "Traceback (most recent call last)" in text
+    assert "ModuleNotFoundError" in text  # the cause is part of the traceback
+    assert text.strip().splitlines()[-1] == plain.stderr.decode().strip()
+
+
+def test_an_unexpected_error_keeps_its_type_and_says_how_to_see_more(tmp_path: Path) -> None:
+    """A bug (not a BabelqError) is still one line; the type is kept and -v is offered."""
+    (tmp_path / "buggy.py").write_text(
+        "from babelq.runtime import App\n"
+        "class Broken(App):\n"
+        "    def drain(self, *args, **kwargs):\n"
+        "        raise KeyError('lost')\n"
+        "app = Broken('memory://')\n"
+    )
+    proc = run_babelq(["worker", "--app", "buggy:app", "--until-empty"], cwd=tmp_path)
+    assert proc.returncode == 2
+    [line] = proc.stderr.decode().splitlines()
+    assert line == "babelq worker: error: KeyError: 'lost' (babelq -v shows the traceback)"
+
+
+# -- inspect: empty input is one poison body ---------------------------------------------------------
+@pytest.mark.parametrize("raw", [b"", b"\n\n", b"  \r\n"], ids=["empty", "newlines", "blanks"])
+def test_inspect_calls_empty_input_one_poison_body(raw: bytes, tmp_path: Path) -> None:
+    """The runtime dead-letters an empty body as poison; inspect must not answer "no bodies"."""
+    path = tmp_path / "bodies"
+    path.write_bytes(raw)
+    text = run_babelq(["inspect", str(path)], cwd=tmp_path)
+    assert text.returncode == 1
+    assert text.stderr == b""
+    out = text.stdout.decode()
+    assert "[1] poison: body is not JSON" in out
+    assert "1 body: 0 accepted, 0 rejected, 1 poison" in out
+    as_json = run_babelq(["inspect", "--json", "-"], cwd=tmp_path, stdin=raw)
+    assert as_json.returncode == 1
+    [report] = json.loads(as_json.stdout)
+    assert (report["verdict"], report["size"]) == ("poison", len(raw))
+
+
+def _nested_body(levels: int) -> bytes:
+    """An envelope whose data holds ``levels`` nested objects (plus the envelope's own two)."""
+    from babelq.envelope import make
+
+    deep = b'{"a":' * levels + b"1" + b"}" * levels
+    return make("urn:babel:a:b", {"deep": 0}).encode().replace(b'{"deep":0}', deep)
+
+
+def _deepest_accepted() -> int:
+    """The most nesting inside data that the decoder still accepts (found, not assumed)."""
+    from babelq.envelope import decode
+    from babelq.errors import DecodeError
+
+    def accepted(levels: int) -> bool:
+        try:
+            return decode(_nested_body(levels)).accepts()
+        except DecodeError:
+            return False
+
+    low, high = 1, DEEP
+    assert accepted(low) and not accepted(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if accepted(middle) else (low, middle)
+    return low
+
+
+def test_inspect_prints_the_deepest_body_a_consumer_accepts(tmp_path: Path) -> None:
+    """Rendering (the pretty document, --json) uses Python's recursive json encoder; it must not
+    crash on any body the decoder accepts, however close to the limit."""
+    path = tmp_path / "deep.json"
+    path.write_bytes(_nested_body(_deepest_accepted()))
+    for mode in ([], ["--json"]):
+        proc = run_babelq(["inspect", *mode, str(path)], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert proc.stderr == b""
+
+
+# -- worker: $BABELQ_BROKER ---------------------------------------------------------------------------
+APP_MODULE = """\
+from babelq.runtime import App
+
+app = App(queue="orders")
+
+@app.handler("urn:babel:orders:created")
+def created(message):
+    pass
+"""
+
+
+def _one_order(url: str) -> None:
+    from babelq.envelope import make
+    from babelq.transports import open_transport
+
+    transport = open_transport(url)
+    try:
+        transport.publish(
+            "orders", make("urn:babel:orders:created", {"order_id": 1}, queue="orders").encode()
+        )
+    finally:
+        transport.close()
+
+
+def test_worker_takes_its_broker_from_BABELQ_BROKER(tmp_path: Path) -> None:
+    (tmp_path / "service.py").write_text(APP_MODULE)
+    url = f"sqlite:///{tmp_path}/q.db"
+    _one_order(url)
+    proc = run_babelq(
+        ["worker", "--app", "service:app", "--until-empty"], cwd=tmp_path, env={"BABELQ_BROKER": url}
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["handled"] == 1
+
+
+def test_worker_url_wins_over_BABELQ_BROKER(tmp_path: Path) -> None:
+    (tmp_path / "service.py").write_text(APP_MODULE)
+    url = f"sqlite:///{tmp_path}/q.db"
+    _one_order(url)
+    proc = run_babelq(
+        ["worker", "--app", "service:app", "--until-empty", "--url", url],
+        cwd=tmp_path,
+        env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/0"},
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["handled"] == 1
+
+
+# -- the ledger's table prefix (settle has no prefix option) -----------------------------------------
+def test_a_ledger_prefix_starting_with_a_digit_is_a_configuration_error(tmp_path: Path) -> None:
+    """Table names are built from the prefix; "1x" would be an SQL syntax error at first use."""
+    from babelq.pipelines.ledger import open_ledger
+
+    with pytest.raises(ConfigurationError, match="1x"):
+        open_ledger(tmp_path / "ledger.db", prefix="1x")
+
+
+# -- the boundary in-process ------------------------------------------------------------------------
+def test_keyboard_interrupt_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from babelq.cli.commands import worker
+
+    def interrupted(_args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker, "run", interrupted)
+    assert cli_main.main(["worker", "--app", "x:y"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_a_babelq_error_is_printed_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from babelq.cli.commands import worker
+
+    def refuses(_args: object) -> int:
+        raise BabelqError(f"queue 'orders' on redis://:{SECRET}@db:6379/0 is gone")
+
+    monkeypatch.setattr(worker, "run", refuses)
+    assert cli_main.main(["worker", "--app", "x:y"]) == 2
+    assert (
+        capsys.readouterr().err == "babelq worker: error: queue 'orders' on redis://:***@db:6379/0 is gone\n"
+    )
+
+
+# What a failed Spark streaming query's text looks like (trimmed from a real settle run whose
+# ledger was down): Py4J's wrapper, the Python worker's traceback, then the query's state dump.
+SETTLE_QUERY_FAILED = (
+    (
+        "settle query failed: An exception was raised by the Python Proxy. "
+        "Return Message: Traceback (most recent call last):\n"
+    )
+    + """\
+  File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+  File "/src/babelq/pipelines/settle.py", line 72, in process_batch
+    rows = rows.collect()
+pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/src/babelq/pipelines/ledger.py", line 150, in __init__
+    self.conn = psycopg.connect(url, autocommit=False)
+psycopg.OperationalError: connection failed: connection to server at "127.0.0.1", port 1 failed: refused
+\tIs the server running on that host and accepting TCP/IP connections? postgresql://u:s3cret@127.0.0.1:1/x
+
+=== Streaming Query ===
+Identifier: babelq-settle-payments [id = 604300e7, runId = b5ca407b]
+Current State: ACTIVE
+Thread State: RUNNABLE
+
+Logical Plan:
+~WriteToMicroBatchDataSourceV1 ForeachBatchSink, [checkpointLocation=/tmp/ck], Append
+"""
+)
+
+PY4J_JAVA_ERROR = """\
+An error occurred while calling o65.start.
+: org.apache.spark.SparkException: Job aborted.
+\tat org.apache.spark.sql.execution.streaming.StreamExecution.start(StreamExecution.scala:1)
+\tat java.base/java.lang.Thread.run(Thread.java:840)
+Caused by: java.net.ConnectException: Connection refused to amqp://guest:s3cret@127.0.0.1:1/
+\tat java.base/sun.nio.ch.Net.connect(Net.java:1)
+"""
+
+
+class Py4JJavaError(Exception):
+    """Stands in for py4j.protocol.Py4JJavaError: its str() is the Java stack trace."""
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (
+            BabelqError(SETTLE_QUERY_FAILED),
+            'settle query failed: OperationalError: connection failed: connection to server at "127.0.0.1", '
+            "port 1 failed: refused",
+        ),
+        (
+            Py4JJavaError(PY4J_JAVA_ERROR),
+            "Py4JJavaError: ConnectException: Connection refused to amqp://guest:***@127.0.0.1:1/",
+        ),
+        (KeyError("lost"), "KeyError: 'lost'"),
+        (ValueError(""), "ValueError"),
+        (ConfigurationError("--url: no broker URL given"), "--url: no broker URL given"),
+        (BabelqError("first line\n  second line"), "first line"),
+        (BabelqError("tab\tand   spaces"), "tab and spaces"),
+    ],
+    ids=[
+        "spark-query",
+        "py4j-java-error",
+        "keyerror",
+        "empty-message",
+        "babelq-error",
+        "two-lines",
+        "whitespace",
+    ],
+)
+def test_error_line(exc: BaseException, expected: str) -> None:
+    line = cli_main.error_line(exc)
+    assert line == expected
+    assert SECRET not in line
+
+
+def test_error_line_is_capped_after_redacting() -> None:
+    exc = BabelqError(f"cannot reach redis://:{SECRET}@host:6379/0 " + "x" * 2_000)
+    line = cli_main.error_line(exc)
+    assert len(line) == cli_main.MAX_ERROR_LINE
+    assert line.startswith("cannot reach redis://:***@host:6379/0 ") and line.endswith("...")
