@@ -18,12 +18,12 @@ import pytest
 from babelq.errors import ConfigurationError
 from babelq.transports import amqp_protocol as wire
 from babelq.transports.amqp_client import (
+    AMQPAccessRefusedError,
     AMQPConnectionError,
     Channel,
     ChannelClosedByBrokerError,
     ChannelStateError,
     Connection,
-    ConnectionClosedByBrokerError,
     ConnectionParameters,
     Message,
 )
@@ -41,7 +41,7 @@ def test_url_parameters() -> None:
     assert ConnectionParameters.from_url("amqp://h/orders").virtual_host == "orders"
     assert ConnectionParameters.from_url("amqp://h").virtual_host == "/"
     tls = ConnectionParameters.from_url("amqps://h")
-    assert (tls.port, tls.tls, tls.heartbeat) == (5671, True, 0)
+    assert (tls.port, tls.tls, tls.heartbeat) == (5671, True, None)  # None: the broker's proposal
 
 
 @pytest.mark.parametrize(
@@ -198,9 +198,10 @@ def test_passive_declare_of_a_missing_queue_is_a_404(connect: Callable[..., Conn
 )
 def test_connection_refusals_carry_the_reply_code(url: str, code: int) -> None:
     require_service("rabbitmq")
-    with pytest.raises(ConnectionClosedByBrokerError) as caught:
-        Connection(ConnectionParameters.from_url(url))
+    with pytest.raises(AMQPAccessRefusedError) as caught:  # a ConfigurationError: retrying cannot help
+        Connection(ConnectionParameters.from_url(url + "?connection_attempts=3&retry_delay=5"))
     assert caught.value.reply_code == code
+    assert isinstance(caught.value, ConfigurationError)
 
 
 @pytest.mark.live
@@ -345,7 +346,7 @@ def test_heartbeats_keep_an_idle_connection_and_silence_kills_it() -> None:
 
 
 @pytest.mark.live
-def test_without_heartbeat_the_negotiated_interval_is_zero(connect: Callable[..., Connection]) -> None:
-    connection = connect()
+def test_heartbeat_zero_turns_heartbeats_off(connect: Callable[..., Connection]) -> None:
+    connection = connect(URL + "?heartbeat=0")
     assert connection.heartbeat == 0
     assert connection.frame_max == 131072

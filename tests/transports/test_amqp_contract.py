@@ -46,7 +46,7 @@ def test_delay_bucket_is_never_early_and_at_most_ten_percent_late(delay_ms: int)
 def test_delay_buckets_are_bounded_per_decade() -> None:
     assert len({delay_bucket_ms(ms) for ms in range(1_001, 10_001)}) == 90  # 1100, 1200, ..., 10000
     assert delay_bucket_ms(0) == 0
-    assert holding_queue_name("orders", 1300) == "orders.delay.1300"
+    assert holding_queue_name("orders", 1300) == "orders.delay.1300.expiring"
 
 
 def test_url_options_are_parsed_and_unknown_options_refused() -> None:

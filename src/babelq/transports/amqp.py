@@ -15,10 +15,20 @@ Why it looks the way it does:
   ``basic.get`` round trip per message); ``reserve_mode=get`` switches to ``basic.get``. Either
   way a delivery that is never settled returns to the queue when the channel or connection
   closes (worker crash, heartbeat loss).
-* **Delays** (``delay_ms``, retry backoff) use holding queues ``<queue>.delay.<ms>`` whose
-  ``x-message-ttl`` dead-letters the message back to the work queue through the default
+* **Delays** (``delay_ms``, retry backoff) use holding queues ``<queue>.delay.<ms>.expiring``
+  whose ``x-message-ttl`` dead-letters the message back to the work queue through the default
   exchange. Delays are rounded *up* to two significant digits (never early, at most ~10%
-  late), which keeps the number of holding queues bounded.
+  late), which keeps the number of holding queues bounded, and ``x-expires`` removes a holding
+  queue once it has been unused for its delay plus ten minutes; the transport declares it
+  again before a publish whenever that could otherwise happen with a message still inside.
+* **Dead peers.** Heartbeats are on by default (the broker's proposed interval, 60 s on
+  RabbitMQ): two silent intervals mean a dead connection even when no FIN or RST ever comes,
+  and the transport reconnects while the broker requeues what the old connection held. A
+  small thread per transport keeps heartbeats going while the caller is busy elsewhere (a
+  long handler), so a slow handler does not lose its connection.
+* **Empty means empty.** A consumer's buffer only holds what the broker pushed so far, so
+  ``reserve`` confirms with ``basic.get`` before it answers "nothing" (``App.drain`` relies on
+  an empty answer meaning an empty queue).
 * **Speed.** The client (:mod:`babelq.transports.amqp_client`) parses whole socket reads,
   keeps each delivery's properties as raw bytes (decoded on first read of
   ``Delivery.headers``) and writes a batch of publishes or acks with one ``sendall``; pika
@@ -42,6 +52,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -52,6 +63,8 @@ from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.amqp_client import (
     AMQPConnectionError,
+    AMQPError,
+    BrokerUnreachableError,
     Channel,
     ChannelClosedByBrokerError,
     ChannelStateError,
@@ -59,8 +72,9 @@ from babelq.transports.amqp_client import (
     ConnectionParameters,
     Message,
 )
-from babelq.transports.amqp_protocol import BasicProperties
+from babelq.transports.amqp_protocol import BasicProperties, ProtocolError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.urls import redact
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +86,10 @@ _RESERVE_MODES = ("consume", "get")
 _MAX_PREFETCH = 65535
 #: One blocking wait inside ``reserve`` holds the lock at most this long (other threads take turns).
 _WAIT_SLICE = 0.2
+#: How long a holding queue outlives the due time of the last message put into it, at least
+#: half of it (see :func:`holding_queue_arguments`). Fixed, not an option: every process must
+#: declare a holding queue with the same arguments, or the broker refuses the declaration.
+HOLDING_MARGIN_MS = 600_000
 
 
 class AMQPPublishError(BabelqError):
@@ -94,8 +112,32 @@ def delay_bucket_ms(delay_ms: int) -> int:
 
 
 def holding_queue_name(queue: str, bucket_ms: int) -> str:
-    """The holding queue that delays messages for ``queue`` by ``bucket_ms``."""
-    return f"{queue}.delay.{bucket_ms}"
+    """The holding queue that delays messages for ``queue`` by ``bucket_ms``.
+
+    The ``.expiring`` suffix marks the layout with ``x-expires``: earlier babelq versions declared
+    ``<queue>.delay.<ms>`` without it, and a broker refuses (406) to redeclare an existing queue
+    with other arguments. A new name lets both layouts live side by side (both dead-letter into
+    the same work queue); an old process never feeds a queue that may expire under it.
+    """
+    return f"{queue}.delay.{bucket_ms}.expiring"
+
+
+def holding_queue_arguments(queue: str, bucket_ms: int, margin_ms: int = HOLDING_MARGIN_MS) -> dict[str, Any]:
+    """The arguments of ``queue``'s holding queue for ``bucket_ms``.
+
+    ``x-message-ttl`` delays every message by the bucket and dead-letters it into ``queue``
+    through the default exchange. ``x-expires`` deletes the queue once it has been unused for
+    ``bucket_ms + margin_ms``. RabbitMQ counts that from the last declaration (a publish does
+    not count), so the transport declares the queue again before putting a message into it
+    whenever its last declaration is ``margin_ms / 2`` old: the queue then outlives the last
+    message's due time by at least ``margin_ms / 2``.
+    """
+    return {
+        "x-message-ttl": bucket_ms,
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": queue,
+        "x-expires": bucket_ms + margin_ms,
+    }
 
 
 class _Receipt(NamedTuple):
@@ -210,6 +252,18 @@ def _delivery_count(redelivered: bool, native: object) -> int:
     return 2 if redelivered else 1
 
 
+def _keep_alive(ref: weakref.ref[AMQPTransport], stop: threading.Event) -> None:
+    """A transport's heartbeat thread (see ``AMQPTransport._heartbeat_tick``). It holds the
+    transport only weakly and ends when the transport is closed or garbage-collected."""
+    wait = 0.0
+    while not stop.wait(wait):
+        transport = ref()
+        if transport is None:
+            return
+        wait = transport._heartbeat_tick()
+        del transport
+
+
 class AMQPTransport(BaseTransport):
     """RabbitMQ through one client :class:`~babelq.transports.amqp_client.Connection` (two channels:
     work and declarations)."""
@@ -227,12 +281,17 @@ class AMQPTransport(BaseTransport):
         queue_type: str | None = None,
         confirm_timeout: float = 30.0,
     ) -> None:
+        where = redact(url)
         if not 1 <= prefetch <= _MAX_PREFETCH:
-            raise ConfigurationError(f"prefetch: must be within 1..{_MAX_PREFETCH}, got {prefetch}")
+            raise ConfigurationError(f"prefetch: must be within 1..{_MAX_PREFETCH}, got {prefetch} ({where})")
         if reserve_mode not in _RESERVE_MODES:
-            raise ConfigurationError(f"reserve_mode: must be one of {_RESERVE_MODES}, got {reserve_mode!r}")
+            raise ConfigurationError(
+                f"reserve_mode: must be one of {_RESERVE_MODES}, got {reserve_mode!r} ({where})"
+            )
         if max_priority is not None and not 1 <= max_priority <= 255:
-            raise ConfigurationError(f"max_priority: must be within 1..255, got {max_priority}")
+            raise ConfigurationError(f"max_priority: must be within 1..255, got {max_priority} ({where})")
+        if confirm_timeout <= 0:
+            raise ConfigurationError(f"confirm_timeout: must be > 0, got {confirm_timeout} ({where})")
         self._params = ConnectionParameters.from_url(url)
         self.url = url
         self.prefetch = prefetch
@@ -251,6 +310,11 @@ class AMQPTransport(BaseTransport):
         self._generation = 0
         self._declared: set[str] = set()
         self._holding: dict[str, set[str]] = {}
+        #: holding queue -> time.monotonic() just before this process last declared it
+        self._holding_declared: dict[str, float] = {}
+        self._holding_margin_ms = HOLDING_MARGIN_MS
+        self._keepalive: threading.Thread | None = None
+        self._keepalive_stop = threading.Event()
         self._consumers: dict[str, str] = {}
         self._buffers: dict[str, deque[Message]] = {}
         self._closed = False
@@ -274,14 +338,15 @@ class AMQPTransport(BaseTransport):
                 connection_query.append((key, value))
         kwargs: dict[str, Any] = {}
         for key, value in options.items():
-            if key in ("prefetch", "max_priority"):
-                kwargs[key] = int(value)
-            elif key == "confirm_timeout":
-                kwargs[key] = float(value)
-            elif key in ("reserve_mode", "queue_type"):
+            if key in ("reserve_mode", "queue_type"):
                 kwargs[key] = str(value)
-            else:
-                raise ConfigurationError(f"{key}: not an option of the amqp transport")
+                continue
+            if key not in ("prefetch", "max_priority", "confirm_timeout"):
+                raise ConfigurationError(f"{key}: not an option of the amqp transport ({redact(url)})")
+            try:
+                kwargs[key] = float(value) if key == "confirm_timeout" else int(value)
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"{key}: not a number: {value!r} in {redact(url)}") from None
         connection_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(connection_query), ""))
         return cls(connection_url, **kwargs)
 
@@ -320,7 +385,39 @@ class AMQPTransport(BaseTransport):
         self._connection = connection
         self._channel = channel
         self._generation += 1
+        if connection.heartbeat and (self._keepalive is None or not self._keepalive.is_alive()):
+            self._keepalive = threading.Thread(
+                target=_keep_alive,
+                args=(weakref.ref(self), self._keepalive_stop),
+                name=f"babelq-amqp-heartbeat-{self.store_host}",
+                daemon=True,
+            )
+            self._keepalive.start()
         return channel
+
+    def _heartbeat_tick(self) -> float:
+        """One turn of the heartbeat thread; returns how long to sleep before the next.
+
+        The client only reads and writes while it is called, and the runtime calls the transport
+        between handlers: a handler that runs longer than two heartbeat intervals would make the
+        broker drop the connection and redeliver the handler's message. This turn, run every
+        quarter interval, sends a heartbeat when one is due and notices a broker that has gone
+        silent (the connection is aborted; the next call reconnects). It never waits for the
+        lock: whoever holds it is talking to the broker already.
+        """
+        connection = self._connection
+        interval = connection.heartbeat / 4 if connection is not None and connection.heartbeat else 1.0
+        if not self._lock.acquire(blocking=False):
+            return interval
+        try:
+            connection = self._connection
+            if connection is not None and connection.is_open and connection.heartbeat:
+                connection.process(0)
+        except (AMQPError, ProtocolError) as exc:
+            log.warning("amqp: %s: %s; reconnecting on the next call", self.store_host, exc)
+        finally:
+            self._lock.release()
+        return interval
 
     def _reset(self) -> None:
         """Forget a broken connection: its unacked deliveries are already back on their queues."""
@@ -350,9 +447,15 @@ class AMQPTransport(BaseTransport):
         return (AMQPConnectionError, ChannelStateError)
 
     def _with_reconnect(self, operation: Callable[[], Any]) -> Any:
-        """Run ``operation``; after a dropped connection, reconnect and run it once more."""
+        """Run ``operation``; after a dropped connection, reconnect and run it once more.
+
+        A broker that cannot be reached at all is not tried twice here (``connection_attempts``
+        and ``retry_delay`` say how hard to try): its :class:`BrokerUnreachableError` is raised.
+        """
         try:
             return operation()
+        except BrokerUnreachableError:
+            raise
         except self._connection_errors():
             log.warning("amqp: connection to %s lost; reconnecting", self.store_host)
             self._reset()
@@ -380,10 +483,20 @@ class AMQPTransport(BaseTransport):
         if bucket == 0:
             return queue
         name = holding_queue_name(queue, bucket)
-        self._declare(
-            name,
-            {"x-message-ttl": bucket, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue},
-        )
+        now = time.monotonic()
+        declared = self._holding_declared.get(name)
+        if declared is None or (now - declared) * 1000 >= self._holding_margin_ms / 2:
+            arguments = holding_queue_arguments(queue, bucket, self._holding_margin_ms)
+            try:
+                self._admin_channel().queue_declare(name, durable=True, arguments=arguments)
+            except ChannelClosedByBrokerError as exc:
+                if exc.reply_code != 406:
+                    raise
+                raise ConfigurationError(
+                    f"delay: holding queue {name!r} exists with other arguments ({exc}); delete it, "
+                    "the transport declares it again when needed"
+                ) from None
+            self._holding_declared[name] = now  # the broker's expiry clock started after ``now``
         self._holding.setdefault(queue, set()).add(name)
         return name
 
@@ -454,10 +567,15 @@ class AMQPTransport(BaseTransport):
         """The local buffer of ``queue``'s consumer, starting the consumer on first use.
 
         The client appends each delivery to this deque while it parses a socket read; a tag is
-        unsettled on the channel from the moment it arrives, handed out or not.
+        unsettled on the channel from the moment it arrives, handed out or not. A consumer the
+        broker cancelled (its queue was deleted) is started again once its buffer is empty, on a
+        queue declared again, so ``basic.get`` never asks for a queue that is gone.
         """
         channel = self._open()
         buffer = self._buffers.get(queue)
+        if buffer is not None and not buffer and self._consumers.get(queue) not in channel.consumers:
+            self._declared.discard(queue)
+            buffer = None
         if buffer is None:
             self._declare(queue)
             tag, buffer = channel.basic_consume(queue)
@@ -497,6 +615,32 @@ class AMQPTransport(BaseTransport):
         pop = buffer.popleft
         return [self._delivery(queue, pop()) for _ in range(take)]
 
+    def _reserve_confirmed(self, queue: str, max_messages: int) -> list[Delivery]:
+        """The consumer's buffer stayed empty for the whole wait: ask the broker before saying "none".
+
+        A consumer only sees what the broker has pushed so far, and a busy broker (or a slow
+        network) can take longer than a short wait to push the next window, so an empty buffer
+        does not mean an empty queue; ``App.drain`` stopped on thousands of ready messages that
+        way. ``basic.get`` takes a ready message if there is one. If it finds none, a second one
+        is sent: RabbitMQ may write deliveries it dispatched to our consumer *before* the first
+        get after that get's reply, but never after the reply to the next method, so once both
+        came back empty every delivery dispatched to us is in the buffer. An empty answer
+        therefore means that nothing was ready for this channel.
+        """
+        buffer = self._consume(queue)
+        channel = self._open()
+        for _ in range(2):
+            if buffer:
+                break
+            message = channel.basic_get(queue)
+            if message is not None:
+                out = [self._delivery(queue, message)]
+                pop = buffer.popleft
+                out += [self._delivery(queue, pop()) for _ in range(min(len(buffer), max_messages - 1))]
+                return out
+        pop = buffer.popleft
+        return [self._delivery(queue, pop()) for _ in range(min(len(buffer), max_messages))]
+
     def _reserve_get(self, queue: str, max_messages: int, deadline: float) -> list[Delivery]:
         channel = self._open()
         self._declare(queue)
@@ -524,7 +668,11 @@ class AMQPTransport(BaseTransport):
                     functools.partial(reserve_once, queue, max_messages, slice_end)
                 )
             if out or time.monotonic() >= deadline:
-                return out
+                break
+        if not out and self.reserve_mode == "consume":
+            with self._lock:
+                out = self._with_reconnect(functools.partial(self._reserve_confirmed, queue, max_messages))
+        return out
 
     # -- settling ---------------------------------------------------------------------
     def _live_tag(self, delivery: Delivery) -> int | None:
@@ -672,9 +820,11 @@ class AMQPTransport(BaseTransport):
                     if exc.reply_code != 404:
                         raise
                 self._declared.discard(name)
+                self._holding_declared.pop(name, None)
 
     def close(self) -> None:
         """Close the connection; the broker requeues every delivery that was not settled."""
+        self._keepalive_stop.set()
         with self._lock:
             self._reset()
             self._closed = True

@@ -9,7 +9,16 @@ one ``sendall``.
 
 It is synchronous and not thread-safe (the transport serialises calls with a lock). Nothing
 happens in the background: frames are read, heartbeats sent and missed server heartbeats
-detected only while a method of the connection runs (``process``, an RPC, a confirm wait).
+detected only while a method of the connection runs (``process``, an RPC, a confirm wait);
+the transport calls ``process`` from a thread of its own between its other calls. Heartbeats
+are negotiated by default (the broker's proposal), because without them a network that goes
+silent -- no FIN, no RST -- leaves a consumer waiting forever on a connection that is gone.
+
+Errors say what kind of failure they are: :class:`AMQPConnectionError` (an
+:class:`~babelq.errors.UnavailableError`) when the broker or the network failed,
+:class:`AMQPAccessRefusedError` or a :class:`~babelq.errors.ConfigurationError` when the
+settings can never work (login, vhost, certificates). Their text names the URL with its
+password masked and fits on one line.
 """
 
 from __future__ import annotations
@@ -24,12 +33,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from babelq.errors import BabelqError, ConfigurationError
+from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.transports import amqp_protocol as wire
+from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +64,13 @@ class AMQPError(BabelqError):
     """Base of the client's errors."""
 
 
-class AMQPConnectionError(AMQPError):
-    """The connection is gone (socket error, missed heartbeats, closed by the broker or by us)."""
+class AMQPConnectionError(AMQPError, UnavailableError):
+    """The connection is gone or could not be made (socket error, missed heartbeats, closed by the
+    broker or by us).
+
+    An :class:`~babelq.errors.UnavailableError`: the broker or the network failed, not a message,
+    so the runtime puts the message back instead of counting an attempt.
+    """
 
 
 class ConnectionClosedByBrokerError(AMQPConnectionError):
@@ -63,6 +78,28 @@ class ConnectionClosedByBrokerError(AMQPConnectionError):
 
     def __init__(self, reply_code: int, reply_text: str) -> None:
         super().__init__(f"connection closed by broker: {reply_code} {reply_text}")
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class BrokerUnreachableError(AMQPConnectionError):
+    """No connection could be made (refused, timed out, handshake failed) after
+    ``connection_attempts`` tries; the text names the URL with its password masked."""
+
+
+class AMQPAccessRefusedError(AMQPError, ConfigurationError):
+    """The broker refused the login (403 ACCESS_REFUSED) or the vhost (530 NOT_ALLOWED) during the
+    handshake.
+
+    A :class:`~babelq.errors.ConfigurationError`, not an unavailable broker: connecting again with
+    the same credentials cannot succeed, so nothing retries it.
+    """
+
+    def __init__(self, where: str, reply_code: int, reply_text: str) -> None:
+        super().__init__(
+            f"{where}: the broker refused the connection: {reply_code} {redact_text(reply_text)} "
+            "(check the user name, password and vhost)"
+        )
         self.reply_code = reply_code
         self.reply_text = reply_text
 
@@ -80,17 +117,31 @@ class ChannelStateError(AMQPError):
     """An operation on a channel that is already closed."""
 
 
+#: Connection.Close codes during the handshake that mean "these settings will never work"
+_REFUSALS: Final = (403, 530)
+#: TLS errors that are a broken connection, not a refusal
+_TLS_TRANSIENT: Final = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError, ssl.SSLWantReadError)
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("0", "false", "no", "off")
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionParameters:
-    """Where and how to connect; built from an ``amqp://`` / ``amqps://`` URL by :meth:`from_url`."""
+    """Where and how to connect; built from an ``amqp://`` / ``amqps://`` URL by :meth:`from_url`.
+
+    ``heartbeat`` ``None`` takes the interval the broker proposes in ``Connection.Tune``
+    (RabbitMQ: 60 s), so a silent network partition is noticed without any setting; ``0``
+    turns heartbeats off. The TLS fields apply to ``amqps://`` only. ``where`` is the URL
+    with its password masked, for error messages.
+    """
 
     host: str = "127.0.0.1"
     port: int = 5672
     virtual_host: str = "/"
     username: str = "guest"
-    password: str = "guest"
+    password: str = field(default="guest", repr=False)
     tls: bool = False
-    heartbeat: int = 0
+    heartbeat: int | None = None
     frame_max: int = 131072
     channel_max: int = 2047
     connection_attempts: int = 1
@@ -98,52 +149,123 @@ class ConnectionParameters:
     socket_timeout: float = 10.0
     rpc_timeout: float = 60.0
     locale: str = "en_US"
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    server_hostname: str | None = None
+    verify: bool = True
+    where: str = ""
 
     #: URL query keys understood here
     OPTIONS: ClassVar[tuple[str, ...]] = (
         "heartbeat", "frame_max", "channel_max", "connection_attempts", "retry_delay",
         "socket_timeout", "rpc_timeout", "locale",
+        "cafile", "certfile", "keyfile", "server_hostname", "verify",
     )  # fmt: skip
+    _TEXT: ClassVar[frozenset[str]] = frozenset({"cafile", "certfile", "keyfile", "server_hostname"})
+    _FLOAT: ClassVar[frozenset[str]] = frozenset({"retry_delay", "socket_timeout", "rpc_timeout"})
+    _TLS: ClassVar[tuple[str, ...]] = ("cafile", "certfile", "keyfile", "server_hostname", "verify")
+
+    @property
+    def display(self) -> str:
+        """How errors name this broker: the redacted URL, else ``host:port``."""
+        return self.where or f"{self.host}:{self.port}"
 
     @classmethod
     def from_url(cls, url: str) -> ConnectionParameters:
         """``amqp[s]://user:pass@host:port/vhost?heartbeat=30&frame_max=131072...``.
 
-        The vhost is the percent-decoded path (``%2F`` is ``/``; an empty path is ``/``).
+        The vhost is the percent-decoded path (``%2F`` is ``/``; an empty path is ``/``). Every
+        error names the option and the URL, with its password masked.
         """
+        where = redact(url)
         parts = urlsplit(url)
         if parts.scheme not in ("amqp", "amqps"):
-            raise ConfigurationError(f"url: not an amqp:// or amqps:// URL: {url!r}")
+            raise ConfigurationError(f"url: not an amqp:// or amqps:// URL: {where!r}")
         tls = parts.scheme == "amqps"
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigurationError(f"url: the port is not a number in {where}") from exc
         values: dict[str, Any] = {
             "host": parts.hostname or "127.0.0.1",
-            "port": parts.port or (5671 if tls else 5672),
+            "port": port or (5671 if tls else 5672),
             "virtual_host": unquote(path) if path else "/",
             "username": unquote(parts.username) if parts.username is not None else "guest",
             "password": unquote(parts.password) if parts.password is not None else "guest",
             "tls": tls,
+            "where": where,
         }
         for key, raw in parse_qsl(parts.query, keep_blank_values=True):
             if key not in cls.OPTIONS:
                 raise ConfigurationError(
-                    f"{key}: not an option of the amqp connection ({', '.join(cls.OPTIONS)})"
+                    f"{key}: not an option of the amqp connection ({', '.join(cls.OPTIONS)}) in {where}"
                 )
-            try:
-                if key == "locale":
-                    values[key] = raw
-                elif key in ("retry_delay", "socket_timeout", "rpc_timeout"):
-                    values[key] = float(raw)
-                else:
-                    values[key] = int(raw)
-            except ValueError as exc:
-                raise ConfigurationError(f"{key}: not a number: {raw!r}") from exc
+            if key in cls._TLS and not tls:
+                raise ConfigurationError(f"{key}: a TLS option, needs an amqps:// URL: {where}")
+            if key == "locale":
+                values[key] = raw
+            elif key in cls._TEXT:
+                values[key] = raw or None
+            elif key == "verify":
+                if raw.lower() not in _TRUE + _FALSE:
+                    raise ConfigurationError(f"verify: must be true or false, got {raw!r} in {where}")
+                values[key] = raw.lower() in _TRUE
+            else:
+                try:
+                    values[key] = float(raw) if key in cls._FLOAT else int(raw)
+                except ValueError:
+                    raise ConfigurationError(f"{key}: not a number: {raw!r} in {where}") from None
         params = cls(**values)
-        if params.heartbeat < 0 or params.connection_attempts < 1:
-            raise ConfigurationError("heartbeat must be >= 0 and connection_attempts >= 1")
+        if params.heartbeat is not None and params.heartbeat < 0:
+            raise ConfigurationError(f"heartbeat: must be >= 0, got {params.heartbeat} in {where}")
+        if params.connection_attempts < 1:
+            raise ConfigurationError(
+                f"connection_attempts: must be >= 1, got {params.connection_attempts} in {where}"
+            )
         if params.frame_max and params.frame_max < wire.MIN_FRAME_MAX:
-            raise ConfigurationError(f"frame_max: must be >= {wire.MIN_FRAME_MAX}, got {params.frame_max}")
+            raise ConfigurationError(
+                f"frame_max: must be >= {wire.MIN_FRAME_MAX}, got {params.frame_max} in {where}"
+            )
+        if params.keyfile and not params.certfile:
+            raise ConfigurationError(f"keyfile: needs certfile (the client certificate) in {where}")
         return params
+
+    def tls_context(self) -> ssl.SSLContext:
+        """The client's TLS context: the system's trust store or ``cafile``, the client certificate
+        (``certfile``, ``keyfile``) when given, and certificate plus hostname checks unless
+        ``verify`` is off. A file that cannot be read is a :class:`ConfigurationError` naming it."""
+        try:
+            context = ssl.create_default_context(cafile=self.cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(
+                f"cafile: cannot load {self.cafile!r}: {_reason(exc)} ({self.display})"
+            ) from None
+        if not self.verify:
+            log.warning("amqp: %s: TLS without certificate verification (verify=false)", self.display)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if self.certfile:
+            try:
+                context.load_cert_chain(self.certfile, self.keyfile)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigurationError(
+                    f"certfile/keyfile: cannot load {self.certfile!r}"
+                    f"{f' with {self.keyfile!r}' if self.keyfile else ''}: {_reason(exc)} ({self.display})"
+                ) from None
+        return context
+
+
+def _reason(exc: BaseException) -> str:
+    """The short, human part of an OS or TLS error (no errno tuple, no C source location)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return str(exc.verify_message)
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason).replace("_", " ").lower()
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return redact_text(str(exc)) or type(exc).__name__
 
 
 class Message:
@@ -474,6 +596,11 @@ class Connection:
         self._closed_by: ConnectionClosedByBrokerError | None = None
         self._last_send = self._last_recv = time.monotonic()
         self.blocked = False
+        #: the interval the broker proposed in Connection.Tune (what ``heartbeat=None`` takes)
+        self.broker_heartbeat = 0
+        # Built before any attempt: a certificate file that cannot be read is a ConfigurationError
+        # whether or not the broker can be reached.
+        self._tls = params.tls_context() if params.tls else None
         error: Exception | None = None
         for attempt in range(params.connection_attempts):
             if attempt:
@@ -481,12 +608,34 @@ class Connection:
             try:
                 self._connect()
                 return
-            except (OSError, AMQPConnectionError) as exc:
-                error = exc
+            except ConnectionClosedByBrokerError as exc:
                 self.abort()
-        if isinstance(error, AMQPConnectionError):
-            raise error
-        raise AMQPConnectionError(f"cannot connect to {params.host}:{params.port}: {error}") from error
+                if exc.reply_code in _REFUSALS:  # the same settings will be refused again
+                    raise AMQPAccessRefusedError(params.display, exc.reply_code, exc.reply_text) from None
+                error = exc
+            except ssl.SSLCertVerificationError as exc:
+                self.abort()
+                raise ConfigurationError(
+                    f"{params.display}: TLS: the broker's certificate was not accepted: {_reason(exc)} "
+                    f"(cafile={params.cafile or 'the system trust store'}, "
+                    f"server_hostname={params.server_hostname or params.host})"
+                ) from None
+            except (OSError, AMQPConnectionError) as exc:
+                self.abort()
+                refusal = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
+                if isinstance(refusal, ssl.SSLError) and not isinstance(refusal, _TLS_TRANSIENT):
+                    # a TLS alert (no or unknown client certificate, no common protocol...): these
+                    # settings will not do, whereas a cut TLS stream is just a lost connection
+                    raise ConfigurationError(
+                        f"{params.display}: TLS: the broker refused the handshake: {_reason(refusal)} "
+                        f"(certfile={params.certfile or 'none'})"
+                    ) from None
+                error = exc
+            except BaseException:  # a protocol error...
+                self.abort()
+                raise
+        reason = error if isinstance(error, AMQPConnectionError) else _reason(error or OSError())
+        raise BrokerUnreachableError(f"{params.display}: cannot connect: {reason}") from error
 
     # -- handshake ----------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -495,11 +644,19 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         if params.tls:
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=params.host)
+            try:
+                assert self._tls is not None
+                sock = self._tls.wrap_socket(
+                    sock, server_hostname=params.server_hostname or params.host
+                )
+            except BaseException:
+                sock.close()
+                raise
         sock.settimeout(params.rpc_timeout)  # bounds a blocked sendall; reads wait in select
         self._sock = sock
         self._pending = b""
         self._closed_by = None
+        self._last_send = self._last_recv = time.monotonic()
         self.is_open = True
         self.send(wire.PROTOCOL_HEADER)
         key, start = self._wait_channel0()
@@ -528,7 +685,8 @@ class Connection:
             raise wire.ProtocolError(f"expected Connection.Tune, got {wire.METHODS[key].name}")
         self.frame_max = _negotiate(params.frame_max, tune["frame_max"])
         channel_max = _negotiate(params.channel_max, tune["channel_max"])
-        self.heartbeat = params.heartbeat
+        self.broker_heartbeat = int(tune["heartbeat"])
+        self.heartbeat = self.broker_heartbeat if params.heartbeat is None else params.heartbeat
         self._send_method(
             0,
             wire.CONNECTION_TUNE_OK,
