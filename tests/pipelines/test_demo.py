@@ -33,7 +33,7 @@ def test_heartbeat_logs_progress_and_queue_depth_at_its_interval(caplog: pytest.
     from babelq.pipelines.demo import Heartbeat
     from babelq.pipelines.settle import SettleStats
 
-    depths = iter([700, 0])
+    depths = iter([(700, 100), (0, None)])
     beat = Heartbeat(lambda: next(depths), every=0.05)
     stats = SettleStats()
     with caplog.at_level("INFO", logger="babelq.pipelines"):
@@ -45,5 +45,6 @@ def test_heartbeat_logs_progress_and_queue_depth_at_its_interval(caplog: pytest.
         beat.last -= 1.0
         beat(stats)
     assert len(caplog.messages) == 2
-    assert "0 messages settled in 0 micro-batches, 700 waiting" in caplog.messages[0]
-    assert "300 messages settled in 1 micro-batches, 0 waiting" in caplog.messages[1]
+    first, second = caplog.messages
+    assert "0 messages settled in 0 micro-batches, 700 waiting on the queue, 100 reserved" in first
+    assert "300 messages settled in 1 micro-batches, 0 waiting on the queue, ? reserved" in second

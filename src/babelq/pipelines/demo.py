@@ -26,6 +26,7 @@ from babelq.pipelines.report import write_report
 from babelq.pipelines.settle import SettleRun, SettleStats, settle
 from babelq.pipelines.stages import StageClock
 from babelq.transports import Outgoing, open_transport
+from babelq.urls import redact
 
 log = logging.getLogger("babelq.pipelines")
 
@@ -95,8 +96,9 @@ class DemoResult:
         return max(1, self.generated.rows // 1000)
 
     def dlq_by_cause(self) -> dict[str, int]:
+        """Failed messages per cause, each counted once (copies of one dead letter are one)."""
         out: dict[str, int] = {}
-        for (reason, cause, *_), n in self.triage.rows.items():
+        for (reason, cause, *_), n in self.triage.messages.items():
             key = cause or reason
             out[key] = out.get(key, 0) + n
         return out
@@ -106,11 +108,11 @@ class Heartbeat:
     """A progress line every ``every`` seconds while settle runs.
 
     The first micro-batch of a 100k demo takes most of settle's time, so "messages settled"
-    alone would sit at 0; the line also shows how many messages still wait on the queue
-    (``depth``), which falls as the source reserves them.
+    alone would sit at 0; the line also shows how many messages still wait on the queue and
+    how many are reserved (being settled, or held by a killed run): ``depth`` returns both.
     """
 
-    def __init__(self, depth: Callable[[], int], every: float = 5.0) -> None:
+    def __init__(self, depth: Callable[[], tuple[int, int | None]], every: float = 5.0) -> None:
         self.depth = depth
         self.every = every
         self.started = self.last = time.monotonic()
@@ -122,12 +124,14 @@ class Heartbeat:
         self.last = now
         with stats.lock:
             done, batches = stats.messages, stats.batches
+        waiting, reserved = self.depth()
         log.info(
-            "settle: %.0f s, %d messages settled in %d micro-batches, %d waiting on the queue",
+            "settle: %.0f s, %d messages settled in %d micro-batches, %d waiting on the queue, %s reserved",
             now - self.started,
             done,
             batches,
-            self.depth(),
+            waiting,
+            "?" if reserved is None else reserved,
         )
 
 
@@ -191,7 +195,7 @@ def run_demo(
                 retry_delay_ms=retry_delay_ms,
                 max_messages_per_batch=max_messages_per_batch,
                 timeout=timeout,
-                on_poll=Heartbeat(lambda: transport.size(queue)),
+                on_poll=Heartbeat(lambda: (transport.size(queue), transport.reserved(queue))),
             )
             st.rows = run.stats.messages
         with clock.stage("dlq.triage") as st:
@@ -243,7 +247,7 @@ def _checks(r: DemoResult) -> list[Check]:
 def _report(r: DemoResult) -> Path:
     stages = [(s.name, s.seconds, s.rows) for s in r.clock.stages if s.rows]
     summary: list[tuple[str, object]] = [
-        ("broker", r.broker),
+        ("broker", redact(r.broker)),
         ("queue", r.queue),
         ("rows", r.generated.rows),
         ("total seconds", f"{r.seconds:.1f}"),

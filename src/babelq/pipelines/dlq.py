@@ -11,6 +11,7 @@ the DLQ and are reported.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -39,10 +40,23 @@ class DeadLetter:
     original_queue: str
     message_id: str
     poison: bool
+    identity: str = ""  #: the message it is a dead letter of (meta.id and attempts, else its content)
 
     @property
     def key(self) -> TriageKey:
         return (self.reason, self.cause, self.urn, self.error, self.original_queue)
+
+
+def _identity(doc: dict[str, object], message_id: str, body: bytes) -> str:
+    """Which message (and attempt) a dead letter stands for: two dead letters with one identity are
+    copies (a redelivery dead-lettered twice), not two failures."""
+    if message_id:
+        return f"id:{message_id}@{doc.get('attempts')!r}"
+    content = {k: v for k, v in doc.items() if k != "dead_letter"}
+    try:
+        return "content:" + hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    except (TypeError, orjson.JSONEncodeError):
+        return "bytes:" + hashlib.sha256(body).hexdigest()
 
 
 def describe(body: bytes) -> DeadLetter:
@@ -50,9 +64,11 @@ def describe(body: bytes) -> DeadLetter:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return DeadLetter("unreadable", "", "", "not JSON", "", "", True)
+        digest = "bytes:" + hashlib.sha256(body).hexdigest()
+        return DeadLetter("unreadable", "", "", "not JSON", "", "", True, digest)
     if type(doc) is not dict:
-        return DeadLetter("unreadable", "", "", "not an object", "", "", True)
+        digest = "bytes:" + hashlib.sha256(body).hexdigest()
+        return DeadLetter("unreadable", "", "", "not an object", "", "", True, digest)
     block = doc.get("dead_letter")
     block = block if type(block) is dict else {}
     meta = doc.get("meta")
@@ -64,6 +80,7 @@ def describe(body: bytes) -> DeadLetter:
     return DeadLetter(
         reason=reason, cause=str(block.get("cause") or ""), urn=urn_of(doc), error=_short(error),
         original_queue=str(block.get("original_queue") or ""), message_id=message_id, poison=poison,
+        identity=_identity(doc, message_id, body),
     )
 
 
@@ -83,10 +100,19 @@ def _reserve_all(transport: Transport, dlq: str, chunk: int = 1_000) -> list[Del
 
 @dataclass(slots=True)
 class Triage:
+    """A DLQ's dead letters counted by key. ``rows`` counts every dead letter; ``messages`` counts
+    each failed message once (copies of one message and attempt, dead-lettered again after a
+    crash, are one failure)."""
+
     dlq: str
     total: int = 0
     rows: Counter[TriageKey] = field(default_factory=Counter)
     distinct_ids: int = 0
+    messages: Counter[TriageKey] = field(default_factory=Counter)
+
+    @property
+    def distinct_messages(self) -> int:
+        return sum(self.messages.values())
 
     def by(self, index: int) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -105,7 +131,15 @@ class Triage:
             "  ".join(col.rjust(widths[0]) if i == 0 else (col.ljust(widths[i]) if i < len(widths) else col)
                       for i, col in enumerate(line))
             for line in lines
-        ) + f"\n{self.total} dead letters on {self.dlq} ({self.distinct_ids} distinct meta.id)"
+        ) + "\n" + self.summary()
+
+    def summary(self) -> str:
+        """One line: how many dead letters, how many messages they are, and why those differ."""
+        copies = self.total - self.distinct_messages
+        line = f"{self.total} dead letters on {self.dlq}: {self.distinct_messages} failed messages"
+        if copies:
+            line += f" ({copies} are copies of a message dead-lettered more than once, e.g. after a crash)"
+        return line
 
 
 def triage(transport: Transport, dlq: str) -> Triage:
@@ -113,10 +147,14 @@ def triage(transport: Transport, dlq: str) -> Triage:
     held = _reserve_all(transport, dlq)
     result = Triage(dlq)
     ids: set[str] = set()
+    seen: set[str] = set()
     try:
         for delivery in held:
             info = describe(delivery.body)
             result.rows[info.key] += 1
+            if info.identity not in seen:
+                seen.add(info.identity)
+                result.messages[info.key] += 1
             if info.message_id:
                 ids.add(info.message_id)
         result.total = len(held)

@@ -77,9 +77,14 @@ def with_schema_check(checked: DataFrame, validated_at: int) -> DataFrame:
 
 
 def encode_transfers(valid: DataFrame, settings: EncodeSettings) -> DataFrame:
-    """One ``body`` (binary envelope) per row of ``valid``, built on the JVM."""
+    """One ``body`` (binary envelope) per row of ``valid``, built on the JVM.
+
+    ``meta.id`` is a name-based UUID of the batch id and the payment reference
+    (:mod:`~babelq.pipelines.payment_ids`): the same row of the same batch is the same
+    message on every run, so a re-run after a crash is deduplicated by the consumer."""
     from pyspark.sql import functions as sf
 
+    from babelq.pipelines.payment_ids import payment_id_column
     from babelq.spark.encode import encode
 
     requested = sf.coalesce(sf.col("requested_at").try_cast("long"), sf.lit(settings.validated_at))
@@ -90,6 +95,7 @@ def encode_transfers(valid: DataFrame, settings: EncodeSettings) -> DataFrame:
         data=transfer_data(settings.validated_at),
         queue=settings.queue,
         correlation_id=sf.lit(settings.batch_id),
+        id=payment_id_column(settings.batch_id, sf.col("payment_reference")),
         expire_at=(requested + ttl * 1000).cast("long"),
         sharding_key=sf.col("debtor_account"),
         omit_null=OMIT_NULL,

@@ -9,26 +9,43 @@ from :func:`babelq.spark.encode.encode`); Python only publishes the finished bod
 validated rows are cached once and read by three actions: the counts by reason, the rejects
 and the publish. The batch id becomes every envelope's ``meta.correlation_id``, so a partial
 failure can be traced back to its file.
+
+Running it again is safe. The batch id defaults to the file's content hash and every payment's
+``meta.id`` is derived from the batch id and its reference (:mod:`payment_ids`), so a re-run
+publishes the very same messages, which settle deduplicates; the batch journal
+(:mod:`journal`) tells a re-run whether the batch was interrupted (publish it all again:
+``resumed``) or already published (publish nothing: ``already_published``, unless
+``republish``).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from babelq.envelope import now_ms, uuid4
+from babelq.envelope import now_ms
+from babelq.errors import ConfigurationError
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
+from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
 from babelq.pipelines.stages import StageClock
-from babelq.pipelines.validation import Limits, normalise, validate
+from babelq.pipelines.validation import FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE = "payments"
 DEFAULT_TTL_SECONDS = 86_400
+
+
+#: What an ingest run did with its batch.
+PUBLISHED_NOW = "published"  #: a new batch, published
+RESUMED = "resumed"  #: an interrupted batch, published again in full (consumers drop the copies)
+ALREADY_PUBLISHED = "already_published"  #: finished before: nothing published
+REPUBLISHED = "republished"  #: finished before, published again on request
 
 
 @dataclass(slots=True)
@@ -39,6 +56,9 @@ class IngestResult:
     rejected: int
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
     rejects_path: str = ""
+    status: str = PUBLISHED_NOW
+    digest: str = ""
+    previous: BatchRecord | None = None  #: the journal's record of an earlier run of this batch
 
 
 _PLAIN_HEADER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -91,6 +111,64 @@ def write_rejects(rejects: Any, path: str, fmt: str) -> None:
         writer.parquet(path)
 
 
+def check_source(source: str | Path) -> Path:
+    """``source`` as a path, or a one-line ConfigurationError saying what is wrong with it."""
+    path = Path(source)
+    if not path.exists():
+        raise ConfigurationError(f"{source}: no such file or directory")
+    if path.is_dir():
+        if not any(path.rglob("*.parquet")):
+            raise ConfigurationError(
+                f"{source}: is a directory without .parquet files; pass a .csv or .parquet file or a Parquet "
+                "dataset directory")
+    elif not os.access(path, os.R_OK):
+        raise ConfigurationError(f"{source}: not readable (permission denied)")
+    return path
+
+
+def check_columns(df: Any, source: str | Path) -> None:
+    """Refuse a bulk file without the payment columns (a CSV of something else, binary garbage)."""
+    missing = [name for name in FIELDS if name not in df.columns]
+    if not missing:
+        return
+    found = [c if len(c) <= 30 else c[:29] + "…" for c in df.columns[:6]]
+    shown = ", ".join(repr(c) for c in found) + (", ..." if len(df.columns) > 6 else "") if found else "none"
+    raise ConfigurationError(
+        f"{source}: missing column(s) {', '.join(missing)} (found {shown}); a bulk payments file needs a "
+        f"header with {', '.join(FIELDS)} (optional: {', '.join(OPTIONAL_FIELDS)})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """Which batch a file is, and what the journal knows of it (before any Spark work)."""
+
+    source: str
+    batch_id: str
+    digest: str
+    previous: BatchRecord | None
+
+    @property
+    def already_published(self) -> bool:
+        return self.previous is not None and self.previous.state == PUBLISHED
+
+
+def plan_batch(source: str | Path, journal: IngestJournal, batch_id: str | None = None) -> BatchPlan:
+    """Check ``source``, hash it, name its batch (``bulk_<sha256 prefix>`` unless given) and look it up."""
+    path = check_source(source)
+    digest = file_digest(path)
+    batch = batch_id or f"bulk_{digest[:16]}"
+    if not batch.strip() or "\n" in batch:
+        raise ConfigurationError(f"--batch-id: {batch!r} must be a non-empty single line")
+    previous = journal.get(batch)
+    if previous is not None and previous.digest != digest:
+        raise ConfigurationError(
+            f"--batch-id {batch}: already used for another file ({previous.source}, "
+            f"sha256 {previous.digest[:12]}…); choose a new batch id for a new file"
+        )
+    return BatchPlan(str(source), batch, digest, previous)
+
+
 def ingest(
     spark: Any,
     source: str | Path,
@@ -103,18 +181,52 @@ def ingest(
     limits: Limits | None = None,
     rejects_format: str = "parquet",
     clock: StageClock | None = None,
+    journal: str | Path | None = None,
+    republish: bool = False,
+    plan: BatchPlan | None = None,
 ) -> IngestResult:
-    """Validate ``source`` and publish its valid payments to ``queue`` at ``url``."""
+    """Validate ``source`` and publish its valid payments to ``queue`` at ``url``.
+
+    ``journal`` is the batch journal file (default: ``ingest-journal.db`` beside the rejects).
+    A batch the journal says was published is not published again unless ``republish``.
+    ``plan`` is :func:`plan_batch`'s answer when the caller already asked (it hashes the file).
+    """
+    book = IngestJournal(journal or default_journal(rejects_path))
+    try:
+        plan = plan or plan_batch(source, book, batch_id)
+        if plan.already_published and not republish:
+            done = plan.previous
+            assert done is not None
+            log.info("ingest %s: already published (%d envelopes); nothing published", plan.batch_id,
+                     done.published)
+            return IngestResult(plan.batch_id, done.rows_in, 0, done.rows_in - done.published, {},
+                                str(rejects_path), ALREADY_PUBLISHED, plan.digest, done)
+        result = _ingest(spark, plan, book, url=url, queue=queue, rejects_path=rejects_path,
+                         ttl_seconds=ttl_seconds, limits=limits, rejects_format=rejects_format,
+                         clock=clock or StageClock())
+    finally:
+        book.close()
+    if plan.previous is not None:
+        result.status = REPUBLISHED if plan.already_published else RESUMED
+        result.previous = plan.previous
+    return result
+
+
+def _ingest(
+    spark: Any, plan: BatchPlan, book: IngestJournal, *, url: str, queue: str, rejects_path: str | Path,
+    ttl_seconds: int, limits: Limits | None, rejects_format: str, clock: StageClock,
+) -> IngestResult:
     from pyspark.sql import functions as sf
 
     from babelq.spark.datasource import register
 
     register(spark)
-    clock = clock or StageClock()
-    batch = batch_id or f"bulk_{uuid4()[:8]}"
+    batch = plan.batch_id
     settings = EncodeSettings(queue, batch, ttl_seconds, now_ms())
     with clock.stage("ingest.validate") as st:
-        rows = validate(normalise(read_bulk(spark, source)), limits)
+        bulk = read_bulk(spark, plan.source)
+        check_columns(bulk, plan.source)
+        rows = validate(normalise(bulk), limits)
         checked = with_schema_check(rows, settings.validated_at).persist()
         counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
         rows_in = sum(int(r["count"]) for r in counts)
@@ -127,11 +239,14 @@ def ingest(
             write_rejects(checked.filter(sf.size("reasons") > 0), str(rejects_path), rejects_format)
             st.rows = rejected
         with clock.stage("ingest.publish") as st:
+            book.begin(batch, plan.source, plan.digest)
             bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
             bodies.write.format("babelq").option("url", url).option("queue", queue).mode("append").save()
+            book.finish(batch, rows_in, published)
             st.rows = published
     finally:
         checked.unpersist()
     log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published, queue,
              rejected, dict(sorted(by_reason.items())))
-    return IngestResult(batch, rows_in, published, rejected, by_reason, str(rejects_path))
+    return IngestResult(batch, rows_in, published, rejected, by_reason, str(rejects_path), PUBLISHED_NOW,
+                        plan.digest)

@@ -1,23 +1,59 @@
-"""The settlement ledger and its processed-ids table, updated in ONE database transaction.
+"""The settlement ledger: postings, processed ids and settle's outbox, changed in ONE transaction.
 
-Seed 001's idempotent consumer: a payment is posted and its ``meta.id`` recorded together, so
-after a crash either both happened or neither did. Redelivery, replays and redrives of an
-already-posted message find its id and post nothing. SQLite (a file, the default) takes the
-write lock up front (``BEGIN IMMEDIATE``) so two Spark workers cannot both decide an id is
-new; PostgreSQL claims ids with ``INSERT ... ON CONFLICT DO NOTHING RETURNING``, which
-serialises concurrent claims of the same id on the primary key.
+Seed 001's idempotent consumer, made crash-proof for every outcome, not only for postings.
+One micro-batch of settle is one call to :meth:`Ledger.settle`, one database transaction:
+
+* **postings**: each payment's ``meta.id`` is claimed in ``processed_ids`` and its entry
+  written to ``ledger_entries``. Redelivery, replays and redrives of a posted message find
+  its id and post nothing. The payment's **business key**, ``payment_reference``, is unique
+  too: the same payment published again under a new ``meta.id`` (an ingest re-run, another
+  producer) is a duplicate and is not posted again; a *different* payment reusing a posted
+  reference is refused (dead-lettered with the reason), never silently dropped or doubled.
+* **outbox**: every dead letter and retry settle decides is claimed in ``outbox`` under a key
+  that names the message and the attempt (:func:`outbox_key`). A key claimed by an earlier
+  run (the micro-batch was redelivered after a crash) is not claimed again, so a message is
+  dead-lettered or retried at most once per attempt. Rows are published after the commit
+  and then marked; rows a crash left unpublished are published by the next run
+  (:meth:`Ledger.pending_outbox`). A crash after the broker accepted a row and before it was
+  marked publishes that row once more: the one window left, as in any outbox.
+* **refusals**: a posting the database itself refuses (PostgreSQL cannot store U+0000 in
+  text, an amount beyond BIGINT...) fails only that posting: the batch is retried posting by
+  posting in savepoints, and each refused one becomes a dead letter in the same transaction.
+
+Infrastructure failures are never a message's fault: a lost connection, a locked or
+unreachable database raises :class:`~babelq.errors.UnavailableError` inside, and
+:meth:`Ledger.settle` reconnects and runs the whole transaction again (it was rolled back)
+with backoff for up to ``outage_seconds`` before giving up; nothing is dead-lettered for it.
+
+SQLite (a file; local mode only) takes the write lock up front (``BEGIN IMMEDIATE``) so two
+Spark tasks cannot both decide an id is new; PostgreSQL claims with ``INSERT ... ON CONFLICT
+DO NOTHING RETURNING``, which serialises concurrent claims of the same key on the index.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import re
 import sqlite3
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
+from babelq.urls import redact, redact_text
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +73,67 @@ class Posting:
     attempts: int
     posted_at: int
 
+    def same_payment(self, row: Sequence[Any]) -> bool:
+        """Whether ``row`` (the :data:`PAYMENT_COLUMNS` of a posted entry) is this very payment."""
+        return tuple(row) == self.payment()
+
+    def payment(self) -> tuple[Any, ...]:
+        """What makes a payment itself, beyond its ids and times (:data:`PAYMENT_COLUMNS`)."""
+        return (self.payment_reference, self.amount_cents, self.currency, self.debtor_bsb,
+                self.debtor_account, self.creditor_bsb, self.creditor_account)
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """A message settle publishes after its transaction commits: a dead letter or a retry.
+
+    ``key`` (:func:`outbox_key`) names the message and attempt it settles; the outbox holds
+    one row per key, so the same decision taken again after a crash publishes nothing new.
+    """
+
+    key: str
+    queue: str
+    body: bytes
+    delay_ms: int = 0
+
+
+def outbox_key(identity: str) -> str:
+    """The outbox key of ``identity`` (``<meta.id>@<attempts>``, or ``bytes:<sha256>`` for a body
+    without a usable id): a fixed-width hex digest, so no message content ever reaches the key
+    column (a meta.id may hold U+0000, which PostgreSQL text refuses)."""
+    return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(slots=True)
+class Settled:
+    """What one :meth:`Ledger.settle` transaction did."""
+
+    posted: list[str] = field(default_factory=list)  #: message ids posted
+    duplicate_ids: int = 0  #: postings whose meta.id was already processed
+    duplicate_payments: int = 0  #: postings whose payment (reference and details) was already posted
+    #: postings dead-lettered instead: (posting, cause, why)
+    refused: list[tuple[Posting, str, str]] = field(default_factory=list)
+    outbound: list[Outbound] = field(default_factory=list)  #: claimed now: publish these, then mark them
+    repeated: int = 0  #: outbound rows claimed by an earlier run (not published again)
+
+
+#: The causes of a refused posting: the reference is posted with other details / the database refused a value.
+REFERENCE_CONFLICT = "reference_conflict"
+UNPOSTABLE = "unpostable"
+
+#: Builds the dead letter of a posting the ledger refused, from (posting, cause, why); the
+#: caller knows the envelope.
+Refusal = Callable[[Posting, str, str], Outbound]
 
 _COLUMNS = (
     "message_id", "payment_reference", "amount_cents", "currency", "debtor_bsb", "debtor_account",
     "creditor_bsb", "creditor_account", "correlation_id", "trace_id", "attempts", "posted_at",
 )
+PAYMENT_COLUMNS = (
+    "payment_reference", "amount_cents", "currency", "debtor_bsb", "debtor_account", "creditor_bsb",
+    "creditor_account",
+)
+_INTEGER_COLUMNS = frozenset({"amount_cents", "attempts", "posted_at"})
 
 
 def _row(p: Posting) -> tuple[Any, ...]:
@@ -50,173 +142,568 @@ def _row(p: Posting) -> tuple[Any, ...]:
             p.creditor_bsb, p.creditor_account, p.correlation_id, p.trace_id, p.attempts, p.posted_at)
 
 
-class Ledger(Protocol):
-    def already_processed(self, ids: Sequence[str]) -> set[str]:
-        """Which of ``ids`` are in the processed-ids table."""
-
-    def post(self, postings: Sequence[Posting]) -> list[str]:
-        """Record ids and post entries in one transaction; returns the ids actually posted."""
-
-    def totals(self) -> tuple[int, int, int]:
-        """(entries, distinct payment references, processed ids)."""
-
-    def references_posted_more_than_once(self, limit: int = 20) -> list[tuple[str, int]]: ...
-
-    def close(self) -> None: ...
-
-
-def _chunks(items: Sequence[str], size: int = 500) -> Iterable[Sequence[str]]:
+def _chunks(items: Sequence[T], size: int = 500) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-class SQLiteLedger:
-    """The ledger in one SQLite file, safe for several processes."""
+def _first_of_each(postings: Sequence[Posting]) -> list[Posting]:
+    """``postings`` without later copies of a message id (a batch is deduplicated upstream too)."""
+    seen: set[str] = set()
+    out: list[Posting] = []
+    for p in postings:
+        if p.message_id not in seen:
+            seen.add(p.message_id)
+            out.append(p)
+    return out
 
-    def __init__(self, path: str | Path, *, prefix: str = "") -> None:
-        self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+
+class _DataRefusedError(Exception):
+    """Internal: the database refused a value (not a connection problem): that posting's fault."""
+
+
+class Ledger(ABC):
+    """The algorithm of :meth:`settle`, over a few SQL primitives each database implements."""
+
+    #: how long :meth:`settle` keeps reconnecting through an outage before it gives up
+    outage_seconds: float = 120.0
+
+    def __init__(self, prefix: str) -> None:
+        if prefix and not _PREFIX.match(prefix):
+            raise ConfigurationError(
+                f"ledger prefix {prefix!r}: must start with a letter or _ and hold only letters, digits "
+                "and _ (at most 41 characters)"
+            )
         self.t_ids = f"{prefix}processed_ids"
         self.t_entries = f"{prefix}ledger_entries"
-        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        cols = ", ".join(f"{c} {'INTEGER' if c in ('amount_cents', 'attempts', 'posted_at') else 'TEXT'}"
-                         for c in _COLUMNS)
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {self.t_ids} "
-                          "(message_id TEXT PRIMARY KEY, processed_at INTEGER NOT NULL)")
-        self.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.t_entries} (entry_id INTEGER PRIMARY KEY, {cols})")
+        self.t_outbox = f"{prefix}outbox"
+        self.i_reference = f"{prefix}ledger_entries_payment_reference"
 
-    def already_processed(self, ids: Sequence[str]) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(list(ids)):
-            marks = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT message_id FROM {self.t_ids} WHERE message_id IN ({marks})", tuple(chunk)
-            ).fetchall()
-            found.update(r[0] for r in rows)
-        return found
+    # -- what a database provides -------------------------------------------------------
+    @abstractmethod
+    def _connect(self) -> None:
+        """(Re)open the connection and create the tables if needed; UnavailableError when unreachable."""
+
+    @abstractmethod
+    def _transaction(self) -> Any:
+        """A context manager: one write transaction (rolled back on any exception)."""
+
+    @abstractmethod
+    def _savepoint(self) -> Any:
+        """A context manager: a savepoint inside the transaction (rolled back to on any exception)."""
+
+    @abstractmethod
+    def _claim_outbox(self, rows: Sequence[Outbound], at: int) -> set[str]:
+        """Insert the rows whose key is new; returns those keys."""
+
+    @abstractmethod
+    def _claim_ids(self, ids: Sequence[str], at: int) -> set[str]:
+        """Insert the processed ids that are new; returns them."""
+
+    @abstractmethod
+    def _insert_entries(self, postings: Sequence[Posting]) -> set[str]:
+        """Insert the entries whose payment_reference is new; returns their message ids."""
+
+    @abstractmethod
+    def _unclaim_ids(self, ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def _posted_payments(self, references: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """reference -> the :data:`PAYMENT_COLUMNS` of its posted entry."""
+
+    @abstractmethod
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    @abstractmethod
+    def _mark(self, keys: Sequence[str], at: int) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- the algorithm -------------------------------------------------------------------
+    def settle(self, postings: Sequence[Posting], outbound: Sequence[Outbound], refusal: Refusal,
+               *, at: int | None = None) -> Settled:
+        """Post ``postings`` and claim ``outbound`` in one transaction (see the module docstring)."""
+        when = at if at is not None else time.time_ns() // 1_000_000
+        return self._through_outages(lambda: self._settle_once(postings, outbound, refusal, when))
 
     def post(self, postings: Sequence[Posting]) -> list[str]:
-        if not postings:
-            return []
-        self.conn.execute("BEGIN IMMEDIATE")
+        """Post ``postings`` (no outbox rows); returns the ids actually posted. A posting the
+        ledger refuses raises ConfigurationError naming it (use :meth:`settle` to dead-letter it)."""
+
+        def refuse(p: Posting, cause: str, why: str) -> Outbound:
+            raise ConfigurationError(f"ledger refused payment {p.payment_reference!r}: {why}")
+
+        return self.settle(postings, (), refuse).posted
+
+    def _settle_once(self, postings: Sequence[Posting], outbound: Sequence[Outbound], refusal: Refusal,
+                     at: int) -> Settled:
+        out = Settled()
+        unique = _first_of_each(postings)
+        out.duplicate_ids = len(postings) - len(unique)
+        with self._transaction():
+            claimed = self._claim_outbox(outbound, at) if outbound else set()
+            out.outbound = [o for o in outbound if o.key in claimed]
+            out.repeated = len(outbound) - len(out.outbound)
+            if not unique:
+                return out
+            fresh, inserted, refused = self._post_isolated(unique, at)
+            out.duplicate_ids += len(unique) - len(fresh)
+            skipped = [p for p in fresh if p.message_id not in inserted and p.message_id not in refused]
+            posted_before = self._posted_payments([p.payment_reference for p in skipped]) if skipped else {}
+            conflicts: dict[str, tuple[str, str]] = {}
+            for p in skipped:
+                existing = posted_before.get(p.payment_reference)
+                if existing is not None and p.same_payment(existing):
+                    out.duplicate_payments += 1  # the same payment under another meta.id: posted once
+                else:
+                    conflicts[p.message_id] = (REFERENCE_CONFLICT, (
+                        f"payment_reference {p.payment_reference!r} is already posted with different "
+                        "details; a reference identifies one payment"
+                    ))
+            if conflicts:  # their ids were claimed: a refused payment is not processed
+                self._unclaim_ids(list(conflicts))
+                refused.update(conflicts)
+            out.posted = [p.message_id for p in fresh if p.message_id in inserted]
+            if refused:
+                by_id = {p.message_id: p for p in fresh}
+                out.refused = [(by_id[mid], cause, why) for mid, (cause, why) in refused.items()]
+                dead = [refusal(p, cause, why) for p, cause, why in out.refused]
+                now_claimed = self._claim_outbox(dead, at)
+                out.outbound += [o for o in dead if o.key in now_claimed]
+                out.repeated += len(dead) - len(now_claimed)
+        return out
+
+    def _post_isolated(
+        self, postings: list[Posting], at: int
+    ) -> tuple[list[Posting], set[str], dict[str, tuple[str, str]]]:
+        """(postings whose id was new, message ids whose entry was inserted, refused id -> (cause, why)).
+
+        The whole batch in one savepoint; if the database refuses a value, the batch again
+        posting by posting, each in its own savepoint, so only the refused ones fail."""
         try:
-            seen = self.already_processed([p.message_id for p in postings])
-            fresh: list[Posting] = []
-            for p in postings:
-                if p.message_id not in seen:
-                    seen.add(p.message_id)
-                    fresh.append(p)
-            self.conn.executemany(f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES (?, ?)",
-                                  [(p.message_id, p.posted_at) for p in fresh])
-            marks = ",".join("?" * len(_COLUMNS))
-            self.conn.executemany(f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) VALUES ({marks})",
-                                  [_row(p) for p in fresh])
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        return [p.message_id for p in fresh]
+            with self._savepoint():
+                fresh_ids = self._claim_ids([p.message_id for p in postings], at)
+                batch = [p for p in postings if p.message_id in fresh_ids]
+                return batch, self._insert_entries(batch) if batch else set(), {}
+        except _DataRefusedError:
+            pass
+        fresh: list[Posting] = []
+        inserted: set[str] = set()
+        refused: dict[str, tuple[str, str]] = {}
+        for p in postings:
+            try:
+                with self._savepoint():
+                    claimed = self._claim_ids([p.message_id], at)
+                    got = self._insert_entries([p]) if claimed else set()
+            except _DataRefusedError as exc:  # rolled back to the savepoint: nothing of it was written
+                fresh.append(p)
+                refused[p.message_id] = (UNPOSTABLE, f"the ledger database refused the posting: {exc}")
+                continue
+            if claimed:
+                fresh.append(p)
+                inserted |= got
+        return fresh, inserted, refused
+
+    def _through_outages(self, action: Callable[[], T]) -> T:
+        """Run ``action``; on UnavailableError reconnect and run it again, with backoff, until
+        :attr:`outage_seconds` have passed (then the error is raised)."""
+        deadline = time.monotonic() + self.outage_seconds
+        delay = 0.25
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except UnavailableError as exc:
+                attempt += 1
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("ledger unavailable (attempt %d, retrying in %.1f s): %s", attempt, delay, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                try:
+                    self._connect()
+                except UnavailableError as again:
+                    log.debug("ledger reconnect failed: %s", again)
+
+    # -- the outbox after the commit ---------------------------------------------------------
+    def pending_outbox(self, limit: int = 10_000) -> list[Outbound]:
+        """Outbox rows claimed but not yet marked published (a crash came in between)."""
+        rows = self._through_outages(lambda: self._query(
+            f"SELECT dedupe_key, queue, body, delay_ms FROM {self.t_outbox} WHERE published_at IS NULL "
+            f"ORDER BY created_at LIMIT {int(limit)}"))
+        return [Outbound(str(k), str(q), bytes(b), int(d)) for k, q, b, d in rows]
+
+    def mark_published(self, keys: Sequence[str], *, at: int | None = None) -> None:
+        when = at if at is not None else time.time_ns() // 1_000_000
+        if keys:
+            self._through_outages(lambda: self._mark(keys, when))
+
+    # -- reading -----------------------------------------------------------------------------
+    def already_processed(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are in the processed-ids table."""
+        found: set[str] = set()
+        for chunk in _chunks(list(ids)):
+            found.update(str(r[0]) for r in self._ids_in(chunk))
+        return found
+
+    @abstractmethod
+    def _ids_in(self, ids: Sequence[str]) -> list[tuple[Any, ...]]: ...
 
     def totals(self) -> tuple[int, int, int]:
-        entries, refs = self.conn.execute(
-            f"SELECT COUNT(*), COUNT(DISTINCT payment_reference) FROM {self.t_entries}").fetchone()
-        ids = self.conn.execute(f"SELECT COUNT(*) FROM {self.t_ids}").fetchone()[0]
+        """(entries, distinct payment references, processed ids)."""
+        [(entries, refs)] = self._query(
+            f"SELECT COUNT(*), COUNT(DISTINCT payment_reference) FROM {self.t_entries}")
+        [(ids,)] = self._query(f"SELECT COUNT(*) FROM {self.t_ids}")
         return int(entries), int(refs), int(ids)
 
     def references_posted_more_than_once(self, limit: int = 20) -> list[tuple[str, int]]:
-        rows = self.conn.execute(
+        rows = self._query(
             f"SELECT payment_reference, COUNT(*) FROM {self.t_entries} GROUP BY payment_reference "
-            f"HAVING COUNT(*) > 1 ORDER BY 2 DESC LIMIT {int(limit)}").fetchall()
+            f"HAVING COUNT(*) > 1 ORDER BY 2 DESC LIMIT {int(limit)}")
         return [(str(r[0]), int(r[1])) for r in rows]
 
     def references(self) -> list[str]:
-        return [str(r[0]) for r in self.conn.execute(f"SELECT payment_reference FROM {self.t_entries}")]
+        return [str(r[0]) for r in self._query(f"SELECT payment_reference FROM {self.t_entries}")]
+
+    def outbox_counts(self) -> tuple[int, int]:
+        """(outbox rows, of which not yet published)."""
+        [(total, pending)] = self._query(
+            f"SELECT COUNT(*), COUNT(*) - COUNT(published_at) FROM {self.t_outbox}")
+        return int(total), int(pending or 0)
+
+    def _ddl(self, integer: str, serial: str, blob: str) -> list[str]:
+        cols = ", ".join(f"{c} {integer if c in _INTEGER_COLUMNS else 'TEXT'}" for c in _COLUMNS)
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.t_ids} "
+            f"(message_id TEXT PRIMARY KEY, processed_at {integer} NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {self.t_entries} (entry_id {serial}, {cols})",
+            f"CREATE TABLE IF NOT EXISTS {self.t_outbox} (dedupe_key TEXT PRIMARY KEY, queue TEXT NOT NULL, "
+            f"body {blob} NOT NULL, delay_ms {integer} NOT NULL, created_at {integer} NOT NULL, "
+            f"published_at {integer})",
+        ]
+
+    def _unique_reference_index(self) -> str:
+        return f"CREATE UNIQUE INDEX IF NOT EXISTS {self.i_reference} ON {self.t_entries} (payment_reference)"
+
+    def _doubles_error(self, where: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"ledger {where}: {self.t_entries} already holds payment references posted more than once "
+            f"(an older babelq let that happen), so they cannot be made unique; find them with "
+            f"SELECT payment_reference, COUNT(*) FROM {self.t_entries} GROUP BY 1 HAVING COUNT(*) > 1"
+        )
+
+
+class SQLiteLedger(Ledger):
+    """The ledger in one SQLite file, safe for several processes on one machine."""
+
+    def __init__(self, path: str | Path, *, prefix: str = "") -> None:
+        super().__init__(prefix)
+        self.path = str(path)
+        self.conn: sqlite3.Connection | None = None
+        folder = Path(self.path).parent
+        if not folder.is_dir():
+            raise ConfigurationError(
+                f"ledger: directory {folder} does not exist (create it, or choose another path)")
+        _create_private(self.path)
+        self._connect()
+
+    def _connect(self) -> None:
+        if self.conn is not None:
+            with suppress(sqlite3.Error):
+                self.conn.close()
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            for ddl in self._ddl("INTEGER", "INTEGER PRIMARY KEY", "BLOB"):
+                self.conn.execute(ddl)
+            try:
+                self.conn.execute(self._unique_reference_index())
+            except sqlite3.IntegrityError:
+                raise self._doubles_error(self.path) from None
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise UnavailableError(f"ledger {self.path}: {exc}") from exc
+            raise ConfigurationError(
+                f"ledger {self.path}: cannot open it as an SQLite database: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise ConfigurationError(f"ledger {self.path}: not an SQLite database ({exc})") from None
+
+    @property
+    def _c(self) -> sqlite3.Connection:
+        if self.conn is None:
+            raise UnavailableError(f"ledger {self.path}: closed")
+        return self.conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        conn = self._c
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise UnavailableError(f"ledger {self.path}: {exc}") from exc
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise UnavailableError(f"ledger {self.path}: {exc}") from exc
+            raise
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        conn = self._c
+        conn.execute("SAVEPOINT posting")
+        try:
+            yield
+        except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError) as exc:
+            conn.execute("ROLLBACK TO posting")
+            conn.execute("RELEASE posting")
+            raise _DataRefusedError(str(exc)) from exc
+        except BaseException:
+            conn.execute("ROLLBACK TO posting")
+            conn.execute("RELEASE posting")
+            raise
+        conn.execute("RELEASE posting")
+
+    def _returning(self, sql: str, rows: Sequence[Sequence[Any]]) -> set[str]:
+        got: set[str] = set()
+        conn = self._c
+        for row in rows:  # RETURNING with executemany is not available in sqlite3
+            found = conn.execute(sql, tuple(row)).fetchone()
+            if found is not None:
+                got.add(str(found[0]))
+        return got
+
+    def _claim_outbox(self, rows: Sequence[Outbound], at: int) -> set[str]:
+        return self._returning(
+            f"INSERT INTO {self.t_outbox} (dedupe_key, queue, body, delay_ms, created_at) "
+            "VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING dedupe_key",
+            [(o.key, o.queue, o.body, o.delay_ms, at) for o in rows],
+        )
+
+    def _claim_ids(self, ids: Sequence[str], at: int) -> set[str]:
+        return self._returning(
+            f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES (?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING message_id",
+            [(i, at) for i in ids],
+        )
+
+    def _insert_entries(self, postings: Sequence[Posting]) -> set[str]:
+        marks = ",".join("?" * len(_COLUMNS))
+        return self._returning(
+            f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
+            "ON CONFLICT (payment_reference) DO NOTHING RETURNING message_id",
+            [_row(p) for p in postings],
+        )
+
+    def _unclaim_ids(self, ids: Sequence[str]) -> None:
+        self._c.executemany(f"DELETE FROM {self.t_ids} WHERE message_id = ?", [(i,) for i in ids])
+
+    def _posted_payments(self, references: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        out: dict[str, tuple[Any, ...]] = {}
+        for chunk in _chunks(list(references)):
+            marks = ",".join("?" * len(chunk))
+            for row in self._c.execute(
+                f"SELECT {', '.join(PAYMENT_COLUMNS)} FROM {self.t_entries} "
+                f"WHERE payment_reference IN ({marks})",
+                tuple(chunk),
+            ):
+                out[str(row[0])] = tuple(row)
+        return out
+
+    def _ids_in(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        marks = ",".join("?" * len(ids))
+        return self._query(f"SELECT message_id FROM {self.t_ids} WHERE message_id IN ({marks})", ids)
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return [tuple(r) for r in self._c.execute(sql, tuple(params)).fetchall()]
+        except sqlite3.OperationalError as exc:
+            raise UnavailableError(f"ledger {self.path}: {exc}") from exc
+
+    def _mark(self, keys: Sequence[str], at: int) -> None:
+        with self._transaction():
+            self._c.executemany(f"UPDATE {self.t_outbox} SET published_at = ? WHERE dedupe_key = ?",
+                                [(at, k) for k in keys])
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
-class PostgresLedger:
-    """The ledger in PostgreSQL (``postgresql://user@host/db``)."""
+class PostgresLedger(Ledger):
+    """The ledger in PostgreSQL (``postgresql://user@host/db``), shared by every executor of a cluster."""
 
     def __init__(self, url: str, *, prefix: str = "") -> None:
+        super().__init__(prefix)
+        self.url = url
+        self.shown = redact(url)
+        self.conn: Any = None
+        self._connect()
+
+    def _psycopg(self) -> Any:
         import psycopg
 
-        self.t_ids = f"{prefix}processed_ids"
-        self.t_entries = f"{prefix}ledger_entries"
-        self.conn = psycopg.connect(url, autocommit=False)
-        cols = ", ".join(f"{c} {'BIGINT' if c in ('amount_cents', 'attempts', 'posted_at') else 'TEXT'}"
-                         for c in _COLUMNS)
-        with self.conn.transaction():
-            self.conn.execute(f"CREATE TABLE IF NOT EXISTS {self.t_ids} "
-                              "(message_id TEXT PRIMARY KEY, processed_at BIGINT NOT NULL)")
-            self.conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.t_entries} (entry_id BIGSERIAL PRIMARY KEY, {cols})")
-        self.conn.commit()
+        return psycopg
 
-    def already_processed(self, ids: Sequence[str]) -> set[str]:
-        if not ids:
-            return set()
-        rows = self.conn.execute(
-            f"SELECT message_id FROM {self.t_ids} WHERE message_id = ANY(%s)", (list(ids),)).fetchall()
-        self.conn.commit()
-        return {str(r[0]) for r in rows}
+    def _unavailable(self, exc: BaseException) -> UnavailableError:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return UnavailableError(f"ledger {self.shown}: {redact_text(first)}")
 
-    def post(self, postings: Sequence[Posting]) -> list[str]:
-        if not postings:
-            return []
-        by_id = {p.message_id: p for p in postings}
-        with self.conn.transaction():
-            claimed = self.conn.execute(
-                f"INSERT INTO {self.t_ids} (message_id, processed_at) "
-                "SELECT unnest(%s::text[]), %s ON CONFLICT DO NOTHING RETURNING message_id",
-                (list(by_id), postings[0].posted_at),
+    def _connect(self) -> None:
+        psycopg = self._psycopg()
+        if self.conn is not None:
+            with suppress(psycopg.Error):
+                self.conn.close()
+            self.conn = None
+        try:
+            # autocommit: every transaction() block is a real transaction, nested ones savepoints
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        except psycopg.ProgrammingError as exc:  # a malformed URL or option
+            raise ConfigurationError(f"ledger {self.shown}: {redact_text(str(exc))}") from None
+        try:
+            with conn.transaction():
+                # DDL under an advisory lock: concurrent CREATE ... IF NOT EXISTS race on the catalog
+                lock = f"babelq-ledger:{self.t_entries}"
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+                for ddl in self._ddl("BIGINT", "BIGSERIAL PRIMARY KEY", "BYTEA"):
+                    conn.execute(ddl)
+                conn.execute(self._unique_reference_index())
+        except psycopg.errors.UniqueViolation:
+            conn.close()
+            raise self._doubles_error(self.shown) from None
+        except psycopg.OperationalError as exc:
+            conn.close()
+            raise self._unavailable(exc) from exc
+        self.conn = conn
+
+    def _errors(self) -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+        psycopg = self._psycopg()
+        return (psycopg.OperationalError, psycopg.InterfaceError), (psycopg.DataError, psycopg.IntegrityError)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        infrastructure, _ = self._errors()
+        if self.conn is None or self.conn.closed:
+            self._connect()
+        try:
+            with self.conn.transaction():
+                yield
+        except infrastructure as exc:
+            raise self._unavailable(exc) from exc
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        _, refused = self._errors()
+        try:
+            with self.conn.transaction():  # nested: a savepoint
+                yield
+        except refused as exc:
+            raise _DataRefusedError(redact_text((str(exc).splitlines() or [""])[0])) from exc
+        except OverflowError as exc:
+            raise _DataRefusedError(str(exc)) from exc
+
+    def _claim_outbox(self, rows: Sequence[Outbound], at: int) -> set[str]:
+        got: set[str] = set()
+        for chunk in _chunks(list(rows)):
+            found = self.conn.execute(
+                f"INSERT INTO {self.t_outbox} (dedupe_key, queue, body, delay_ms, created_at) "
+                "SELECT * FROM unnest(%s::text[], %s::text[], %s::bytea[], %s::bigint[], %s::bigint[]) "
+                "ON CONFLICT DO NOTHING RETURNING dedupe_key",
+                ([o.key for o in chunk], [o.queue for o in chunk], [o.body for o in chunk],
+                 [o.delay_ms for o in chunk], [at] * len(chunk)),
             ).fetchall()
-            fresh = [by_id[str(r[0])] for r in claimed]
-            with self.conn.cursor() as cur:
-                marks = ",".join(["%s"] * len(_COLUMNS))
-                cur.executemany(f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) VALUES ({marks})",
-                                [_row(p) for p in fresh])
-        self.conn.commit()
-        return [p.message_id for p in fresh]
+            got.update(str(r[0]) for r in found)
+        return got
 
-    def totals(self) -> tuple[int, int, int]:
-        row = self.conn.execute(
-            f"SELECT COUNT(*), COUNT(DISTINCT payment_reference) FROM {self.t_entries}").fetchone()
-        ids = self.conn.execute(f"SELECT COUNT(*) FROM {self.t_ids}").fetchone()
-        self.conn.commit()
-        assert row is not None and ids is not None
-        return int(row[0]), int(row[1]), int(ids[0])
+    def _claim_ids(self, ids: Sequence[str], at: int) -> set[str]:
+        found = self.conn.execute(
+            f"INSERT INTO {self.t_ids} (message_id, processed_at) SELECT unnest(%s::text[]), %s "
+            "ON CONFLICT DO NOTHING RETURNING message_id",
+            (list(ids), at),
+        ).fetchall()
+        return {str(r[0]) for r in found}
 
-    def references_posted_more_than_once(self, limit: int = 20) -> list[tuple[str, int]]:
+    def _insert_entries(self, postings: Sequence[Posting]) -> set[str]:
+        columns = list(zip(*(_row(p) for p in postings), strict=True))
+        types = ["bigint" if c in _INTEGER_COLUMNS else "text" for c in _COLUMNS]
+        unnest = ", ".join(f"%s::{t}[]" for t in types)
+        found = self.conn.execute(
+            f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) SELECT * FROM unnest({unnest}) "
+            "ON CONFLICT (payment_reference) DO NOTHING RETURNING message_id",
+            [list(c) for c in columns],
+        ).fetchall()
+        return {str(r[0]) for r in found}
+
+    def _unclaim_ids(self, ids: Sequence[str]) -> None:
+        self.conn.execute(f"DELETE FROM {self.t_ids} WHERE message_id = ANY(%s)", (list(ids),))
+
+    def _posted_payments(self, references: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         rows = self.conn.execute(
-            f"SELECT payment_reference, COUNT(*) FROM {self.t_entries} GROUP BY payment_reference "
-            f"HAVING COUNT(*) > 1 ORDER BY 2 DESC LIMIT {int(limit)}").fetchall()
-        self.conn.commit()
-        return [(str(r[0]), int(r[1])) for r in rows]
+            f"SELECT {', '.join(PAYMENT_COLUMNS)} FROM {self.t_entries} WHERE payment_reference = ANY(%s)",
+            (list(references),),
+        ).fetchall()
+        return {str(r[0]): tuple(r) for r in rows}
 
-    def references(self) -> list[str]:
-        rows = self.conn.execute(f"SELECT payment_reference FROM {self.t_entries}").fetchall()
-        self.conn.commit()
-        return [str(r[0]) for r in rows]
+    def _ids_in(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        return self._query(f"SELECT message_id FROM {self.t_ids} WHERE message_id = ANY(%s)", [list(ids)])
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._transaction():
+            return [tuple(r) for r in self.conn.execute(sql, tuple(params)).fetchall()]
+
+    def _mark(self, keys: Sequence[str], at: int) -> None:
+        with self._transaction():
+            self.conn.execute(f"UPDATE {self.t_outbox} SET published_at = %s WHERE dedupe_key = ANY(%s)",
+                              (at, list(keys)))
 
     def close(self) -> None:
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
-def open_ledger(target: str | Path, *, prefix: str = "") -> SQLiteLedger | PostgresLedger:
-    """A ledger from a path / ``sqlite:///path`` (file) or a ``postgresql://`` URL."""
+def _create_private(path: str) -> None:
+    """Create ``path`` readable by its owner only, if it does not exist yet (SQLite keeps the mode
+    for its -wal and -shm files)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(f"ledger: cannot create {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+
+
+def is_postgres(target: str | Path) -> bool:
+    return str(target).startswith(("postgresql://", "postgres://"))
+
+
+def ledger_path(target: str | Path) -> str | None:
+    """The file of an SQLite ledger target (a path or ``sqlite://`` URL), None for PostgreSQL."""
     text = str(target)
-    if prefix and not prefix.replace("_", "").isalnum():
-        raise ConfigurationError(f"ledger: table prefix {prefix!r} must be letters, digits and _")
-    if text.startswith(("postgresql://", "postgres://")):
-        return PostgresLedger(text, prefix=prefix)
+    if is_postgres(text):
+        return None
     if text.startswith("sqlite://"):  # as the sqlite transport: three slashes absolute, two relative
         parts = urlsplit(text)
-        text = unquote(parts.netloc + parts.path)
-    elif "://" in text:
-        raise ConfigurationError(f"ledger: unsupported URL {text!r} (a file path, sqlite:/// or postgresql://)")
-    return SQLiteLedger(text, prefix=prefix)
+        return unquote(parts.netloc + parts.path)
+    if "://" in text:
+        raise ConfigurationError(
+            f"--ledger: unsupported URL {redact(text)!r} (a file path, sqlite:///path or postgresql://)")
+    return text
+
+
+def open_ledger(target: str | Path, *, prefix: str = "") -> Ledger:
+    """A ledger from a path / ``sqlite:///path`` (file) or a ``postgresql://`` URL."""
+    path = ledger_path(target)
+    if path is None:
+        return PostgresLedger(str(target), prefix=prefix)
+    return SQLiteLedger(path, prefix=prefix)

@@ -7,8 +7,11 @@ reconciliation that decides the exit code.
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from babelq.urls import redact_text
 
 _PALETTE = ("#2f6db5", "#d9822b", "#3a9d5d", "#b53f3f", "#7b5ea7", "#8a8a8a", "#c2a23a", "#3fa3b5")
 
@@ -76,5 +79,9 @@ pre {{ background: #f7f7f7; padding: 1em; overflow-x: auto; }}
 </body></html>
 """
     out = Path(path)
-    out.write_text(doc, encoding="utf-8")
+    # owner-only: the report names the broker and the data of a payments run
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older report may have been world-readable
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(redact_text(doc))
     return out

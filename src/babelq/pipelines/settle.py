@@ -7,9 +7,13 @@ partition with :func:`~babelq.pipelines.settle_partition.settle_partition`: copi
 processed ids are written in one transaction, DLQ and retry messages are published in
 batches. One Spark action (one task) per micro-batch.
 
-:func:`settle` runs the query with a processing-time trigger and stops it once the queue is
-drained: the last finished micro-batch was empty (the source's flush batch, so everything
-before it is acked) and nothing is waiting on the queue (delayed retries count as waiting).
+:func:`settle` first opens the ledger (a bad ``--ledger`` fails at once) and publishes the dead
+letters and retries a crashed run committed but never published (the ledger's outbox). It then
+runs the query with a processing-time trigger and stops it once the queue is drained: the last
+finished micro-batch was empty (the source's flush batch, so everything before it is acked),
+nothing is waiting on the queue (delayed retries count as waiting) and nothing is reserved by
+any consumer: a killed run's reservations come back when their leases lapse, and settle waits
+for them (up to ``timeout``) instead of calling a queue with messages in flight drained.
 Re-running with the same checkpoint continues where the last run stopped.
 """
 
@@ -26,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from babelq.errors import BabelqError
-from babelq.pipelines.settle_partition import OUTCOME_SCHEMA, SettleConfig, settle_partition
-from babelq.transports import open_transport
+from babelq.pipelines.ledger import open_ledger
+from babelq.pipelines.settle_partition import OUTCOME_SCHEMA, SettleConfig, publish_outbound, settle_partition
+from babelq.transports import Transport, open_transport
+from babelq.urls import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +111,36 @@ def _source_idle(query: Any, stats: SettleStats) -> bool:
 
 @dataclass(slots=True)
 class SettleRun:
+    """How a run ended. ``drained``: nothing waiting, nothing reserved, nothing delayed. Otherwise
+    ``waiting`` (ready + delayed) and ``reserved`` (held by a consumer, e.g. a killed run whose
+    leases have not lapsed; None when the broker cannot tell) say what is left."""
+
     stats: SettleStats
     seconds: float
     drained: bool
+    waiting: int = 0
+    reserved: int | None = 0
+    republished: int = 0  #: outbox rows a crashed run left unpublished, published at start
+
+
+def _flush_outbox(config: SettleConfig) -> int:
+    """Open the ledger (so a bad ``--ledger`` fails now, not at the first message) and publish the
+    dead letters and retries a crashed run committed but did not publish."""
+    ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
+    try:
+        total = 0
+        while rows := ledger.pending_outbox():
+            total += publish_outbound(config.url, ledger, rows)
+    finally:
+        ledger.close()
+    if total:
+        log.info("settle: published %d dead letters / retries a crashed run had committed", total)
+    return total
+
+
+def _left(transport: Transport, queue: str) -> tuple[int, int | None]:
+    """(waiting: ready + delayed, reserved by anyone) on ``queue``."""
+    return transport.size(queue), transport.reserved(queue)
 
 
 def settle(
@@ -145,6 +178,7 @@ def settle(
         retry_delay_ms=retry_delay_ms,
     )
     stats = stats or SettleStats()
+    republished = _flush_outbox(config)
     stream = (
         spark.readStream.format("babelq")
         .option("url", url)
@@ -166,6 +200,9 @@ def settle(
     transport = open_transport(url)
     drained = False
     idle_polls = 0
+    waiting: int = 0
+    reserved: int | None = 0
+    told_reserved = 0.0
     try:
         while query.isActive:
             try:
@@ -175,15 +212,26 @@ def settle(
                 break
             if on_poll is not None:
                 on_poll(stats)
-            if _source_idle(query, stats) and transport.size(queue) == 0:
-                idle_polls += 1
-                if idle_polls >= 2:
-                    drained = True
-                    break
+            if _source_idle(query, stats):
+                waiting, reserved = _left(transport, queue)
+                if waiting == 0 and not reserved:
+                    idle_polls += 1
+                    if idle_polls >= 2:
+                        drained = True
+                        break
+                else:
+                    idle_polls = 0
+                    if reserved and not waiting and time.monotonic() - told_reserved > 30:
+                        told_reserved = time.monotonic()
+                        log.warning(
+                            "settle: %d messages on %s are reserved by another consumer (a killed run?); "
+                            "waiting for their leases to lapse so they can be settled", reserved, queue)
             else:
                 idle_polls = 0
             if time.monotonic() - started > timeout:
-                log.warning("settle: timeout after %.0f s with messages still on %s", timeout, queue)
+                waiting, reserved = _left(transport, queue)
+                log.warning("settle: timeout after %.0f s with %d messages waiting and %s reserved on %s",
+                            timeout, waiting, reserved, queue)
                 break
     finally:
         transport.close()
@@ -191,5 +239,7 @@ def settle(
             query.stop()
     error = query.exception()
     if error is not None:
-        raise BabelqError(f"settle query failed: {error}") from None
-    return SettleRun(stats, time.monotonic() - started, drained)
+        # the whole text (the CLI shows its root cause on one line); URLs in it redacted
+        raise BabelqError(f"settle query failed: {redact_text(str(error))}") from None
+    return SettleRun(stats, time.monotonic() - started, drained, waiting if not drained else 0,
+                     reserved if not drained else 0, republished)

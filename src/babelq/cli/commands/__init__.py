@@ -63,3 +63,13 @@ def broker_url(args: argparse.Namespace, flag: str = "--broker") -> str | None:
     if url is None and getattr(args, "broker_required", False):
         raise ConfigurationError(f"{flag}: no broker URL given; pass {flag} URL or set {BROKER_ENV}")
     return url
+
+
+def required_broker_url(args: argparse.Namespace, flag: str = "--broker") -> str:
+    """:func:`broker_url` for a command that cannot run without a broker."""
+    from babelq.errors import ConfigurationError
+
+    url = broker_url(args, flag)
+    if url is None:
+        raise ConfigurationError(f"{flag}: no broker URL given; pass {flag} URL or set {BROKER_ENV}")
+    return url

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import write
+from babelq.cli.commands import broker_argument, broker_url, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -30,9 +30,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--out", default="out/demo", help="working directory, recreated (default %(default)s)"
     )
-    parser.add_argument(
-        "--broker", help="broker URL (default: sqlite in --out), e.g. redis://127.0.0.1:6379/0"
-    )
+    broker_argument(parser, required=False, example="redis://127.0.0.1:6379/0 (default: SQLite in --out)")
     parser.add_argument("--seed", type=int, default=42, help="generator seed (default %(default)s)")
     parser.add_argument(
         "--batch", type=int, default=100_000, help="max messages per settle micro-batch (default %(default)s)"
@@ -59,7 +57,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     show_progress()
     result = run_demo(
-        rows=args.rows, out=args.out, broker=args.broker, seed=args.seed, max_messages_per_batch=args.batch
+        rows=args.rows,
+        out=args.out,
+        broker=broker_url(args),
+        seed=args.seed,
+        max_messages_per_batch=args.batch,
     )
     write(render_text(result))
     return 0 if result.balanced else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import write
+from babelq.cli.commands import broker_argument, required_broker_url, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -19,7 +19,7 @@ def register(subparsers: Subparsers) -> None:
         "selected ones back (attempts reset, dead_letter removed, trace_id and meta.id kept). Poison records "
         "cannot be redriven and stay on the DLQ.",
     )
-    parser.add_argument("--broker", required=True, help="broker URL")
+    broker_argument(parser)
     parser.add_argument("--queue", required=True, help="the DLQ (e.g. payments.dlq) or its source queue")
     parser.add_argument("--redrive", action="store_true", help="redrive the selected messages")
     parser.add_argument("--reason", help="select by dead_letter.reason (failed, unknown_urn, poison)")
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from babelq.transports import open_transport
 
     dlq = args.queue if args.queue.endswith(".dlq") else dlq_name(args.queue)
-    transport = open_transport(args.broker)
+    transport = open_transport(required_broker_url(args))
     try:
         if not args.redrive:
             write(triage(transport, dlq).table() + "\n")

@@ -1,14 +1,21 @@
-"""``babelq ingest FILE``: validate a bulk payments file in Spark and publish one envelope per valid row."""
+"""``babelq ingest FILE``: validate a bulk payments file in Spark and publish one envelope per valid row.
+
+Safe to run again: the same file is the same batch (its id defaults to the file's SHA-256) and
+every payment keeps its ``meta.id`` across runs, so an interrupted run is completed by running
+it again, and a finished one publishes nothing and says so (see the batch journal).
+"""
 
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import write
+from babelq.cli.commands import broker_argument, required_broker_url, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
+    from babelq.pipelines.ingest import IngestResult
 
 
 def register(subparsers: Subparsers) -> None:
@@ -16,38 +23,96 @@ def register(subparsers: Subparsers) -> None:
         "ingest",
         help="validate a bulk payments file (CSV/Parquet) and publish transfer.requested envelopes",
         description="Validate a bulk payments file in Spark, write rejected rows aside with their reasons, "
-        "and publish urn:babel:payments:transfer.requested envelopes to the broker.",
+        "and publish urn:babel:payments:transfer.requested envelopes to the broker. Running it again on the "
+        "same file completes an interrupted batch and publishes nothing for a finished one.",
     )
-    parser.add_argument("file", help="bulk file: .csv or .parquet")
-    parser.add_argument("--broker", required=True, help="broker URL, e.g. sqlite:///var/q.db")
+    parser.add_argument("file", help="bulk file: .csv or .parquet (or a Parquet dataset directory)")
+    broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="payments", help="queue (default %(default)s)")
     parser.add_argument("--rejects", required=True, help="where rejected rows are written")
     parser.add_argument("--rejects-format", choices=("parquet", "csv"), default="parquet")
-    parser.add_argument("--batch-id", help="meta.correlation_id of every envelope (default: generated)")
+    parser.add_argument(
+        "--batch-id",
+        help="the batch's id, meta.correlation_id of every envelope (default: bulk_<file sha256 prefix>)",
+    )
     parser.add_argument("--ttl", type=int, default=86_400, help="default TTL seconds (default %(default)s)")
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the batch journal, an SQLite file (default: ingest-journal.db beside --rejects)",
+    )
+    parser.add_argument(
+        "--republish",
+        action="store_true",
+        help="publish a batch the journal says is finished again (same meta.ids: consumers drop the copies)",
+    )
     parser.set_defaults(func=run)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "an unknown time"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def summary(result: IngestResult, queue: str) -> list[str]:
+    """What the run did, in the words an operator needs."""
+    from babelq.pipelines.ingest import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
+
+    before = result.previous
+    if result.status == ALREADY_PUBLISHED and before is not None:
+        return [
+            f"batch {result.batch_id} was already published at {_when(before.finished_at)} "
+            f"({before.published:,} envelopes to the broker); nothing published now. "
+            "Use --republish to publish it again."
+        ]
+    lines = [
+        f"batch {result.batch_id}: {result.rows_in:,} rows, {result.published:,} published to {queue}, "
+        f"{result.rejected:,} rejected -> {result.rejects_path}"
+    ]
+    if result.status == RESUMED and before is not None:
+        lines.append(
+            f"  resumed: the run started at {_when(before.started_at)} was interrupted; the whole batch was "
+            "published again with the same meta.ids, and settle drops the copies"
+        )
+    elif result.status == REPUBLISHED:
+        lines.append("  republished on request: same meta.ids; settle drops copies of what it already posted")
+    lines += [f"  {reason}: {n:,}" for reason, n in sorted(result.rejected_by_reason.items())]
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
-    from babelq.pipelines.ingest import ingest
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.ingest import ingest, plan_batch
+    from babelq.pipelines.journal import IngestJournal, default_journal
     from babelq.spark.session import get_session
 
-    show_progress()
+    url = required_broker_url(args)
+    if args.ttl < 1:
+        raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
+    journal = args.journal or default_journal(args.rejects)
+    book = IngestJournal(journal)  # checks the file, the journal and the batch before Spark starts
+    try:
+        plan = plan_batch(args.file, book, args.batch_id)
+    finally:
+        book.close()
+    if plan.already_published and not args.republish:
+        spark = None
+    else:
+        show_progress()
+        spark = get_session("babelq-ingest")
     result = ingest(
-        get_session("babelq-ingest"),
+        spark,
         args.file,
-        url=args.broker,
+        url=url,
         queue=args.queue,
         rejects_path=args.rejects,
         rejects_format=args.rejects_format,
-        batch_id=args.batch_id,
         ttl_seconds=args.ttl,
+        journal=journal,
+        republish=args.republish,
+        plan=plan,
     )
-    lines = [
-        f"batch {result.batch_id}: {result.rows_in} rows, {result.published} published to {args.queue}, "
-        f"{result.rejected} rejected -> {result.rejects_path}"
-    ]
-    lines += [f"  {reason}: {n}" for reason, n in sorted(result.rejected_by_reason.items())]
-    write("\n".join(lines) + "\n")
+    write("\n".join(summary(result, args.queue)) + "\n")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import write
+from babelq.cli.commands import broker_argument, required_broker_url, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -19,7 +19,7 @@ def register(subparsers: Subparsers) -> None:
         "expired messages go to <queue>.dlq, duplicates are dropped on meta.id, transfers are posted to the "
         "ledger with their processed id in one transaction, failures are retried then dead-lettered.",
     )
-    parser.add_argument("--broker", required=True, help="broker URL, e.g. sqlite:///var/q.db")
+    broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="payments", help="queue (default %(default)s)")
     parser.add_argument("--ledger", required=True, help="ledger: a SQLite file path or a postgresql:// URL")
     parser.add_argument(
@@ -29,18 +29,35 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--retry-delay-ms", type=int, default=1_000)
     parser.add_argument("--batch", type=int, default=20_000, help="max messages per micro-batch")
     parser.add_argument("--timeout", type=float, default=3_600.0, help="stop after this many seconds")
+    parser.add_argument(
+        "--visibility-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="lease of the messages a micro-batch holds (renewed while it runs); a killed run's "
+        "messages come back after it (default %(default)s)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import settle
     from babelq.spark.session import get_session
 
+    url = required_broker_url(args)
+    for option, value in (("--batch", args.batch), ("--max-attempts", args.max_attempts)):
+        if value < 1:
+            raise ConfigurationError(f"{option}: must be at least 1, got {value}")
+    if args.visibility_timeout <= 0 or args.timeout <= 0:
+        raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
+    open_ledger(args.ledger).close()  # a bad --ledger fails now, before Spark starts
     show_progress()
     result = settle(
         get_session("babelq-settle"),
-        url=args.broker,
+        url=url,
         queue=args.queue,
         ledger=args.ledger,
         checkpoint=args.checkpoint,
@@ -48,11 +65,22 @@ def run(args: argparse.Namespace) -> int:
         retry_delay_ms=args.retry_delay_ms,
         max_messages_per_batch=args.batch,
         timeout=args.timeout,
+        visibility_timeout=args.visibility_timeout,
     )
+    if result.drained:
+        state = "drained"
+    else:
+        held = "an unknown number" if result.reserved is None else f"{result.reserved:,}"
+        state = (
+            f"NOT drained after --timeout {args.timeout:g} s: {result.waiting:,} waiting, {held} reserved "
+            "by a consumer; run settle again to continue"
+        )
     lines = [
         f"{result.stats.messages} messages in {result.stats.batches} micro-batches, {result.seconds:.1f} s, "
-        f"{'drained' if result.drained else 'NOT drained (timeout)'}"
+        f"{state}"
     ]
+    if result.republished:
+        lines.append(f"  published {result.republished} dead letters / retries a crashed run had committed")
     lines += [f"  {o}{'/' + c if c else ''}: {n}" for (o, c), n in sorted(result.stats.outcomes.items())]
     write("\n".join(lines) + "\n")
     return 0 if result.drained else 1
