@@ -1,11 +1,13 @@
 """A worker process for the crash tests (run as a script, killed by the tests).
 
-    python crash_worker.py URL QUEUE RECORD_FILE MODE CONCURRENCY SLEEP_S
+    python crash_worker.py URL QUEUE RECORD_FILE MODE CONCURRENCY SLEEP_S [IDEM_TABLE]
 
 Handlers of ``urn:babel:crash:work`` sleep, then append ``meta.id`` to RECORD_FILE with one
 ``os.write`` (atomic for a short line with O_APPEND, and durable across a SIGKILL of this
 process). ``urn:babel:crash:fail`` always raises. MODE is ``run`` (until SIGTERM) or
-``drain`` (until the queue is empty, delayed retries included).
+``drain`` (until the queue is empty, delayed retries included). With IDEM_TABLE the handlers
+run behind the idempotency middleware on the PostgreSQL store (that table, claims expiring
+after 1.5 s, a claimed-elsewhere message coming back after 0.2 s).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ FAIL = "urn:babel:crash:fail"
 
 def main() -> int:
     url, queue, record_file, mode, concurrency, sleep_s = sys.argv[1:7]
+    idem_table = sys.argv[7] if len(sys.argv) > 7 else None
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
     fd = os.open(record_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pause = float(sleep_s)
@@ -36,6 +39,13 @@ def main() -> int:
         grace_period=10.0,
         poll_timeout=0.2,
     )
+    if idem_table:
+        from babelq.idempotency.middleware import IdempotencyMiddleware
+        from babelq.idempotency.postgres_store import PostgresStore
+
+        dsn = "postgresql://postgres@127.0.0.1:5432/test"
+        store = PostgresStore(dsn, table=idem_table, claim_ttl_ms=1_500)
+        app.use(IdempotencyMiddleware(store, busy_delay_ms=200))
 
     @app.handler(WORK)
     def work(message: Message) -> None:

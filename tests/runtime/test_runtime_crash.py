@@ -61,10 +61,13 @@ def seed(url: str, queue: str) -> tuple[set[str], set[str]]:
     return {e.id for e in work}, {e.id for e in fail}
 
 
-def start_worker(url: str, queue: str, record: Path, mode: str, sleep_s: float) -> subprocess.Popen[bytes]:
+def start_worker(
+    url: str, queue: str, record: Path, mode: str, sleep_s: float, *, idem_table: str | None = None
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), *sys.path])}
+    extra = [idem_table] if idem_table else []
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), url, queue, str(record), mode, "4", str(sleep_s)],
+        [sys.executable, str(SCRIPT), url, queue, str(record), mode, "4", str(sleep_s), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -86,10 +89,10 @@ def wait_for_handled(record: Path, at_least: int, proc: subprocess.Popen[bytes],
         time.sleep(0.01)
 
 
-def finish_queue(url: str, queue: str, record: Path) -> None:
+def finish_queue(url: str, queue: str, record: Path, idem_table: str | None = None) -> None:
     """A fresh worker drains what is left (retries and reservations that came back included)."""
     time.sleep(VISIBILITY + 0.3)  # the killed worker's reservations expire
-    proc = start_worker(url, queue, record, "drain", 0.01)
+    proc = start_worker(url, queue, record, "drain", 0.01, idem_table=idem_table)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
 
@@ -150,3 +153,41 @@ def test_sigterm_is_graceful_nothing_lost_nothing_twice(
     assert set(handled) == work_ids
     assert max(handled.values()) == 1, [k for k, v in handled.items() if v > 1]
     check_dead_letters(broker_url, unique_queue, fail_ids)
+
+
+@pytest.mark.slow
+@pytest.mark.live
+def test_sigkill_with_idempotency_claims_held_loses_nothing(tmp_path: Path, unique_queue: str) -> None:
+    """SIGKILL between a claim and the handler's end: the claims of the dead worker expire, every
+    message is handled, and only those killed mid-handler can run twice (the rest are skipped)."""
+    from conftest import require_service
+
+    require_service("postgres")
+    import psycopg
+
+    from babelq.idempotency.postgres_store import PostgresStore
+
+    url = f"sqlite:///{tmp_path}/q.db?visibility_timeout={VISIBILITY}"
+    table = f"t_crash_idem_{unique_queue[-8:]}"
+    store = PostgresStore("postgresql://postgres@127.0.0.1:5432/test", table=table)
+    store.migrate()
+    store.close()
+    try:
+        work_ids, fail_ids = seed(url, unique_queue)
+        record = tmp_path / "handled.txt"
+        proc = start_worker(url, unique_queue, record, "run", 0.1, idem_table=table)
+        wait_for_handled(record, 8, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert len(recorded(record)) < N_WORK
+
+        finish_queue(url, unique_queue, record, table)
+
+        handled = Counter(recorded(record))
+        assert set(handled) == work_ids  # none lost, the dead worker's claims did not block them
+        twice = [k for k, v in handled.items() if v > 1]
+        assert max(handled.values()) <= 2 and len(twice) <= 4, twice  # at most the 4 in-flight handlers
+        check_dead_letters(url, unique_queue, fail_ids)
+    finally:
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')

@@ -18,9 +18,18 @@ SPEC section 7 on the runtime's terms (the decision is an outcome, see
   (the other worker may still fail) nor counted as a failed attempt; a failed run releases
   the claim.
 
+A store that is down is not the message's fault (house rule). When ``seen`` or ``claim``
+raises :class:`~babelq.errors.UnavailableError` (the Redis and PostgreSQL stores do once
+their one reconnect failed) the handler does not run and the message is put back
+(:meth:`Outcome.unavailable <babelq.runtime.outcome.Outcome.unavailable>`: released after the
+App's ``unavailable_delay_ms``, counted as ``unavailable``, no attempt spent, never
+dead-lettered). Other store errors are failed attempts, as any exception in the chain.
+
 If the store cannot remember an id after the handler succeeded, the error is logged and the
 message is still acked: failing it would run the handler again, the very thing this
-middleware exists to prevent.
+middleware exists to prevent. (Its claim then stays until the claim TTL.) If it cannot
+give a claim back after a failed run, the store keeps the claim's owner token, so this
+worker's retry of the message takes its own claim again instead of waiting for the TTL.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from babelq.errors import UnavailableError
 from babelq.idempotency.store import ClaimingStore, IdempotencyStore
 from babelq.idempotency.wrap import message_id
 from babelq.runtime.message import Message
@@ -61,14 +71,23 @@ class IdempotencyMiddleware:
             return call_next(message)
         claiming = self._claiming
         if claiming is None:
-            if self.store.seen(k):
+            try:
+                seen = self.store.seen(k)
+            except UnavailableError as exc:
+                return Outcome.unavailable(exc)
+            if seen:
                 return Outcome.ack(DUPLICATE)
             outcome = call_next(message)
             if outcome.succeeded:
                 self._quietly(self.store.remember, k, "remember", message)
             return outcome
-        if not claiming.claim(k):
-            if claiming.seen(k):
+        try:
+            claimed = claiming.claim(k)
+            done = not claimed and claiming.seen(k)
+        except UnavailableError as exc:  # the store is down: the handler must not run unguarded
+            return Outcome.unavailable(exc)
+        if not claimed:
+            if done:
                 return Outcome.ack(DUPLICATE)
             return Outcome.release(self.busy_delay_ms, CLAIMED_ELSEWHERE)
         try:
@@ -84,10 +103,16 @@ class IdempotencyMiddleware:
 
     @staticmethod
     def _quietly(action: Callable[[str], object], k: str, what: str, message: Message) -> None:
+        extra = {"trace_id": message.trace_id, "message_id": message.id}
         try:
             action(k)
+        except UnavailableError as exc:  # an outage: one line, the traceback adds nothing
+            log.warning(
+                "idempotency store unavailable, could not %s message id %r (trace_id=%s): %s",
+                what, k, message.trace_id, exc, extra=extra,
+            )  # fmt: skip
         except Exception:
             log.exception(
                 "idempotency store failed to %s message id %r (trace_id=%s)", what, k, message.trace_id,
-                extra={"trace_id": message.trace_id, "message_id": message.id},
-            )
+                extra=extra,
+            )  # fmt: skip

@@ -47,7 +47,8 @@ class ClaimingStore(IdempotencyStore, Protocol):
         ...
 
     def release(self, message_id: str, /) -> None:
-        """Undo a claim whose handler failed (a done id is left alone)."""
+        """Undo this store's claim whose handler failed (a done id, or a claim another worker
+        holds, is left alone)."""
         ...
 
 

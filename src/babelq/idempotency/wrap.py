@@ -19,6 +19,10 @@ Rules, in order:
 
 If remembering fails after the handler succeeded, the error is logged and the outcome
 still says the handler ran: raising would make the runtime redeliver and run it again.
+
+A store that cannot be reached raises :class:`~babelq.errors.UnavailableError` from
+``seen``/``claim``: it propagates before the handler ran, so the caller can put the message
+back (the runtime's idempotency middleware does) rather than count it as a failure.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from babelq.errors import BabelqError
+from babelq.errors import BabelqError, UnavailableError
 from babelq.idempotency.store import ClaimingStore, IdempotencyStore
 
 log = logging.getLogger(__name__)
@@ -120,5 +124,7 @@ def wrap(
 def _quietly(action: Callable[[str], Any], k: str, what: str) -> None:
     try:
         action(k)
+    except UnavailableError as exc:  # an outage: one line, the traceback adds nothing
+        log.warning("idempotency store unavailable, could not %s message id %r: %s", what, k, exc)
     except Exception:
         log.exception("idempotency store failed to %s message id %r", what, k)

@@ -14,30 +14,41 @@ One App talks to one transport (an object, or a URL opened with
 :func:`babelq.transports.open_transport`). It can be created unbound and bound later
 (``app.bind(url)``), which is how ``babelq worker --url ... --app module:app`` runs an
 application module against any broker.
+
+A broker that is down when the App is bound to its URL is not an error yet: the App logs it
+and opens the transport when it is first used -- :meth:`App.run` keeps trying (capped
+backoff, one line per attempt), ``publish`` and ``drain`` raise
+:class:`~babelq.errors.UnavailableError` while it is still down. A worker started before its
+broker therefore waits for it instead of dying.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, TypeVar
 
 from babelq.envelope import Envelope, make, now_ms
 from babelq.envelope.constants import DEFAULT_QUEUE
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime import context
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.consumer import Consumer, Limits, Tuning
 from babelq.runtime.counters import Counters
 from babelq.runtime.middleware import Middleware
+from babelq.runtime.outage import RetryPause, broker_label, one_line
+from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
 from babelq.runtime.settle import DeadLetterPolicy, SettlePolicy, Settler
 from babelq.runtime.signals import stop_on_signals
 from babelq.transports import open_transport
 from babelq.transports.base import Outgoing, Transport
+from babelq.urls import redact
 
 H = TypeVar("H", bound=Handler)
 
@@ -54,6 +65,8 @@ class App:
     32, or twice the concurrency when that is more). Leases of held messages are renewed
     every third of the transport's visibility timeout; with ``concurrency=1`` that happens
     between handlers, so a handler that can outlast the lease wants ``concurrency >= 2``.
+    A message whose handler or store raised :class:`~babelq.errors.UnavailableError` is put
+    back unchanged after ``unavailable_delay_ms`` (never a failed attempt, never dead-lettered).
     """
 
     def __init__(
@@ -69,6 +82,7 @@ class App:
         unknown_urn_delay_ms: int = 30_000,
         dead_letter: DeadLetterPolicy = "queue",
         max_delay_ms: int = 900_000,
+        unavailable_delay_ms: int = UNAVAILABLE_DELAY_MS,
         middleware: Sequence[Middleware] = (),
         grace_period: float = 30.0,
         poll_timeout: float = 1.0,
@@ -81,6 +95,10 @@ class App:
             raise ConfigurationError(f"prefetch: must be >= 1, got {prefetch}")
         if grace_period < 0 or poll_timeout < 0:
             raise ConfigurationError("grace_period and poll_timeout must be >= 0")
+        if type(unavailable_delay_ms) is not int or unavailable_delay_ms < 0:
+            raise ConfigurationError(
+                f"unavailable_delay_ms: must be an integer >= 0, got {unavailable_delay_ms!r}"
+            )
         self.queue = queue
         self.log = log or logger
         self.strict_urns = strict_urns
@@ -105,9 +123,15 @@ class App:
         )
         for layer in middleware:
             self.router.use(layer)
-        self._pipeline = Pipeline(self.router, self.counters, self.log)
+        self._pipeline = Pipeline(
+            self.router, self.counters, self.log, unavailable_delay_ms=min(unavailable_delay_ms, max_delay_ms)
+        )
         self._transport: Transport | None = None
         self._owns_transport = False
+        self._url: str | None = None  #: bound URL whose transport could not be opened yet
+        self._broker = ""  #: the broker as log lines name it (URL redacted)
+        self._opening = threading.Lock()
+        self._waiting: threading.Event | None = None  #: set by stop() while run() waits for the broker
         self._consumer: Consumer | None = None
         self._stop_requested = False
         if transport is not None:
@@ -140,28 +164,81 @@ class App:
 
     # -- transport --------------------------------------------------------------------------------
     def bind(self, transport: Transport | str) -> App:
-        """Use ``transport`` (or open the URL) from now on; returns the app."""
+        """Use ``transport`` (or open the URL) from now on; returns the app.
+
+        A URL whose broker is unreachable right now (:class:`~babelq.errors.UnavailableError`)
+        is kept and opened on first use; a URL that is wrong (ConfigurationError) raises here.
+        """
         if isinstance(transport, str):
-            opened = open_transport(transport)
+            try:
+                opened: Transport | None = open_transport(transport)
+            except UnavailableError as exc:
+                opened = None
+                self.log.warning(
+                    "broker %s unavailable (%s); the App will connect when it is used",
+                    redact(transport), one_line(exc),
+                )  # fmt: skip
             self._close_owned()
             self._transport, self._owns_transport = opened, True
+            self._url = None if opened is not None else transport
+            self._broker = redact(transport)
         else:
             self._close_owned()
-            self._transport, self._owns_transport = transport, False
+            self._transport, self._owns_transport, self._url = transport, False, None
+            self._broker = broker_label(transport)
         return self
 
     @property
     def transport(self) -> Transport:
-        if self._transport is None:
+        """The bound transport (opened now if its broker was down at :meth:`bind`; raises
+        :class:`~babelq.errors.UnavailableError` if it still is)."""
+        transport = self._transport
+        if transport is not None:
+            return transport
+        if self._url is None:
             raise ConfigurationError(
                 "this App has no transport yet: pass one to App(...) or call app.bind(url)"
             )
-        return self._transport
+        with self._opening:
+            if self._transport is None and self._url is not None:
+                self._transport = open_transport(self._url)
+                self._url = None
+                self.log.info("broker %s reachable: transport opened", self._broker)
+            if self._transport is None:
+                raise ConfigurationError("this App's transport was closed")
+            return self._transport
+
+    def _transport_for_run(self, handle_signals: bool) -> Transport | None:
+        """The transport, opened with retries (capped backoff) while its broker is down; None if
+        the App was stopped before the broker answered."""
+        pauses = RetryPause(first=0.2, cap=5.0)
+        waiting = self._waiting = threading.Event()
+        if self._stop_requested:
+            waiting.set()
+        try:
+            with stop_on_signals(waiting.set, waiting.set) if handle_signals else nullcontext():
+                while not waiting.is_set():
+                    try:
+                        return self.transport
+                    except UnavailableError as exc:
+                        self.counters.incr("fetch_errors")
+                        pause = pauses.next()
+                        self.log.warning(
+                            "broker %s unavailable while connecting (attempt %d): %s; trying again in %.1f s",
+                            self._broker, pauses.failures, one_line(exc), pause,
+                        )  # fmt: skip
+                        if self.log.isEnabledFor(logging.DEBUG):
+                            self.log.debug("connecting to %s failed", self._broker, exc_info=exc)
+                        waiting.wait(pause)
+                return None
+        finally:
+            self._waiting = None
 
     def close(self) -> None:
         """Close the transport if the app opened it from a URL."""
         self._close_owned()
         self._transport = None
+        self._url = None
 
     def _close_owned(self) -> None:
         if self._transport is not None and self._owns_transport:
@@ -275,6 +352,11 @@ class App:
     def _consume(self, queue: str | None, limits: Limits, handle_signals: bool) -> int:
         if self._consumer is not None:
             raise ConfigurationError("this App is already consuming; one run at a time")
+        if self._transport is None and self._url is not None and limits.resilient:
+            opened = self._transport_for_run(handle_signals)
+            if opened is None:
+                self._stop_requested = False
+                return 0
         transport = self.transport
         consumer = Consumer(
             transport,
@@ -284,6 +366,7 @@ class App:
             counters=self.counters,
             tuning=self.tuning,
             log=self.log,
+            broker=self._broker or broker_label(transport),
         )
         self._consumer = consumer
         if self._stop_requested:
@@ -341,6 +424,9 @@ class App:
         consumer = self._consumer
         if consumer is None:
             self._stop_requested = True
+            waiting = self._waiting
+            if waiting is not None:  # run() is still waiting for the broker
+                waiting.set()
         else:
             consumer.stop()
 

@@ -19,6 +19,14 @@ And not twice while it is still being worked on: the conductor renews the leases
 holds (:mod:`babelq.runtime.leases`) -- between handlers when they run on the conductor, and
 while they run when they run on worker threads, so with ``concurrency >= 2`` even a single
 handler slower than the visibility timeout keeps its message.
+
+Outages (:mod:`babelq.runtime.outage`) are waited out, never blamed on messages: a broker that
+cannot be reached while fetching is retried with a capped, jittered backoff, one WARNING line
+per attempt naming the broker (URL redacted) and the error -- tracebacks only at DEBUG -- and
+an INFO line once it answers again. While handled messages keep coming back "unavailable" (a
+store or database is down: they are released, see
+:mod:`babelq.runtime.middleware.unavailable`), fetching slows down the same way instead of
+cycling the whole queue through release calls.
 """
 
 from __future__ import annotations
@@ -31,12 +39,14 @@ from queue import Empty, SimpleQueue
 
 from babelq.runtime.counters import Counters
 from babelq.runtime.leases import LeaseKeeper
-from babelq.runtime.outcome import FAILED, UNSTARTED, Outcome
+from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable, one_line
+from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNSTARTED, Outcome
 from babelq.runtime.pipeline import Pipeline, Processed
 from babelq.runtime.settle import Settler
 from babelq.transports.base import Delivery, Transport
 
-_FETCH_BACKOFF_MAX = 5.0
+_FETCH_BACKOFF_FIRST = 0.2  #: seconds before the second attempt at a broker that failed a fetch
+_FETCH_BACKOFF_MAX = 5.0  #: and never longer than this between two attempts
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +83,12 @@ class Consumer:
         counters: Counters,
         tuning: Tuning,
         log: logging.Logger,
+        broker: str = "",
     ) -> None:
         self.transport = transport
         self.queue = queue
+        #: how log lines name the broker (its URL, redacted)
+        self.broker = broker or getattr(transport, "scheme", "") or type(transport).__name__
         self.pipeline = pipeline
         self.settler = settler
         self.counters = counters
@@ -83,7 +96,9 @@ class Consumer:
         self.log = log
         self._stop = threading.Event()
         self._hard = threading.Event()
-        self._fetch_failures = 0
+        self._fetch_pauses = RetryPause(first=_FETCH_BACKOFF_FIRST, cap=_FETCH_BACKOFF_MAX)
+        self.gate = FetchGate(UNAVAILABLE, UNSTARTED)
+        self._fetch_after = 0.0
         self.leases = LeaseKeeper(transport, queue, counters=counters, log=log)
 
     def stop(self) -> None:
@@ -102,22 +117,58 @@ class Consumer:
         return self._run_threaded(limits)
 
     # -- shared steps ---------------------------------------------------------------------------
-    def _fetch(self, want: int, timeout: float, limits: Limits) -> list[Delivery]:
+    def _fetch(self, want: int, timeout: float, limits: Limits, in_flight: int = 0) -> list[Delivery]:
+        if not self._gate_open(in_flight):
+            return []
         try:
             batch = self.transport.reserve(self.queue, max_messages=want, timeout=timeout)
-        except Exception:
+        except Exception as exc:
             if not limits.resilient:
                 raise
-            self.counters.incr("fetch_errors")
-            self._fetch_failures += 1
-            pause = min(_FETCH_BACKOFF_MAX, 0.1 * 2 ** min(self._fetch_failures, 10))
-            self.log.exception("reserving from %r failed; trying again in %.1f s", self.queue, pause)
-            self._stop.wait(pause)
+            self._fetch_failed(exc)
             return []
-        self._fetch_failures = 0
+        if self._fetch_pauses.failures:
+            failures = self._fetch_pauses.reset()
+            self.log.info(
+                "broker %s reachable again: reserving from %r resumed after %d failed attempt(s)",
+                self.broker, self.queue, failures,
+            )  # fmt: skip
         if batch:
             self.counters.incr("received", len(batch))
         return batch
+
+    def _fetch_failed(self, exc: Exception) -> None:
+        """One line per failed attempt, then wait (capped backoff); a traceback only at DEBUG,
+        or once for an error that does not look like an outage (that may be a bug)."""
+        self.counters.incr("fetch_errors")
+        pause = self._fetch_pauses.next()
+        attempt = self._fetch_pauses.failures
+        what = "unavailable" if is_unavailable(exc) else "failed"
+        unexpected = what == "failed" and attempt == 1
+        log = self.log.error if unexpected else self.log.warning
+        log(
+            "broker %s %s while reserving from %r (attempt %d): %s; trying again in %.1f s",
+            self.broker, what, self.queue, attempt, one_line(exc), pause,
+            exc_info=exc if unexpected else None,
+        )  # fmt: skip
+        if not unexpected and self.log.isEnabledFor(logging.DEBUG):
+            self.log.debug("reserving from %r on %s failed", self.queue, self.broker, exc_info=exc)
+        self._stop.wait(pause)
+
+    def _gate_open(self, in_flight: int) -> bool:
+        """May we fetch now? Not while messages keep coming back "unavailable" (see FetchGate):
+        wait the pause out when nothing is in flight, else fetch later and keep settling."""
+        hold = self.gate.pause()
+        now = time.monotonic()
+        if hold:
+            self._fetch_after = now + hold
+        remaining = self._fetch_after - now
+        if remaining <= 0:
+            return True
+        if in_flight:
+            return False
+        self._stop.wait(remaining)
+        return not self._stop.is_set()
 
     def _out_of_work(self, limits: Limits) -> bool:
         """Nothing was fetched and nothing is in flight: is the run over?"""
@@ -134,7 +185,7 @@ class Consumer:
 
     # -- handlers on the conductor ------------------------------------------------------------
     def _run_inline(self, limits: Limits) -> int:
-        settle, process = self.settler.settle, self.pipeline.process
+        settle, process, observe = self.settler.settle, self.pipeline.process, self.gate.observe
         leases = self.leases
         renew = leases.every is not None
         timeout = self.tuning.idle_timeout if limits.until_empty else self.tuning.poll_timeout
@@ -159,7 +210,9 @@ class Consumer:
                         if self._stop.is_set():
                             break
                         started += 1
-                        settle(process(delivery), acks)
+                        processed = process(delivery)
+                        observe(processed.outcome.label)
+                        settle(processed, acks)
                         done += 1
                         if renew and leases.due():  # acks still to flush and the batch's rest are held
                             leases.renew(acks + batch[started:])
@@ -196,6 +249,7 @@ class Consumer:
         settled = processed = 0
         limit = self.tuning.prefetch
         while True:
+            self.gate.observe(item.outcome.label)
             self.settler.settle(item, acks)
             self.leases.let_go(item.delivery)
             settled += 1
@@ -239,7 +293,7 @@ class Consumer:
                     if room <= 0 and in_flight == 0:
                         break
                 if room > 0 and (in_flight == 0 or (room >= refill and now >= next_poll)):
-                    batch = self._fetch(room, fetch_timeout if in_flight == 0 else 0.0, limits)
+                    batch = self._fetch(room, fetch_timeout if in_flight == 0 else 0.0, limits, in_flight)
                     if batch:
                         self.leases.hold(batch)
                         for delivery in batch:

@@ -30,6 +30,7 @@ STANDARD = (
     "exhausted_kept",
     "deleted",
     "unstarted_released",
+    "unavailable",
     "settle_errors",
     "fetch_errors",
 )

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from babelq.runtime.counters import Counters
+from babelq.runtime.outage import is_unavailable, one_line
 from babelq.transports.base import Delivery, Transport
 
 #: Renew once this fraction of a lease has passed since the last renewal: two more chances before it lapses.
@@ -89,9 +90,15 @@ class LeaseKeeper:
         self._due = self.clock() + (self.every or 0.0)
         try:
             kept = self.transport.renew_many(deliveries)
-        except Exception:  # a missed renewal only risks a redelivery; the next tick tries again
+        except Exception as exc:  # a missed renewal only risks a redelivery; the next tick tries again
             self.counters.incr("renew_errors")
-            self.log.exception("renewing %d reservation(s) on %r failed", len(deliveries), self.queue)
+            if is_unavailable(exc):  # the broker is away: one line, its traceback tells nothing more
+                self.log.warning(
+                    "renewing %d reservation(s) on %r failed, broker unavailable: %s",
+                    len(deliveries), self.queue, one_line(exc),
+                )  # fmt: skip
+            else:
+                self.log.exception("renewing %d reservation(s) on %r failed", len(deliveries), self.queue)
             self._due = self.clock() + min(self.every or 1.0, 1.0)
             return
         self.counters.incr("leases_renewed", kept)

@@ -31,6 +31,11 @@ DEFERRED = "deferred"
 UNKNOWN_URN = "unknown_urn"
 REJECTED = "rejected"
 UNSTARTED = "unstarted"
+UNAVAILABLE = "unavailable"
+
+#: How long a message put back because a dependency was down waits by default (the App's
+#: ``unavailable_delay_ms`` replaces it on the consume path).
+UNAVAILABLE_DELAY_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,15 @@ class Outcome:
     def release(cls, delay_ms: int, label: str) -> Outcome:
         """Put the unchanged message back, visible again after ``delay_ms``."""
         return cls(Action.RELEASE, label, delay_ms=max(0, int(delay_ms)))
+
+    @classmethod
+    def unavailable(cls, error: BaseException | str, delay_ms: int = UNAVAILABLE_DELAY_MS) -> Outcome:
+        """Something the message needs (a store, a database, an API) is down: put it back unchanged.
+
+        Infrastructure failure is never the message's fault, so this is a release, not a failed
+        attempt: the body (and its ``attempts``) stays as it was and it is never dead-lettered.
+        """
+        return cls(Action.RELEASE, UNAVAILABLE, delay_ms=max(0, int(delay_ms)), error=error)
 
     @classmethod
     def failed(

@@ -12,6 +12,8 @@ For every delivery, in this order:
 
    - tracing: makes the message current so every log line carries trace_id and meta.id;
    - metrics: counts the outcome under its label;
+   - unavailable: a dependency that is down (``UnavailableError`` from a handler, a store or
+     a middleware) -> release after ``unavailable_delay_ms``, not a failed attempt;
    - expiry: ``meta.expire_at`` passed -> dead-letter (reason ``failed``, cause ``expired``);
    - deliver_at: ``meta.deliver_at`` ahead -> release with the remaining delay;
    - router: the URN's own chain, or the unknown-URN strategy.
@@ -30,7 +32,7 @@ import logging
 from dataclasses import dataclass
 
 from babelq.envelope import decode
-from babelq.errors import DecodeError
+from babelq.errors import DecodeError, UnavailableError
 from babelq.runtime.counters import Counters
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, compose
@@ -38,7 +40,8 @@ from babelq.runtime.middleware.deliver_at import DeliverAtMiddleware
 from babelq.runtime.middleware.expiry import ExpiryMiddleware
 from babelq.runtime.middleware.metrics import MetricsMiddleware
 from babelq.runtime.middleware.tracing import TracingMiddleware
-from babelq.runtime.outcome import FAILED, UNSTARTED, Outcome
+from babelq.runtime.middleware.unavailable import UnavailableMiddleware
+from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNAVAILABLE_DELAY_MS, UNSTARTED, Outcome
 from babelq.runtime.routing import Router
 from babelq.transports.base import Delivery
 
@@ -63,12 +66,21 @@ class Processed:
 class Pipeline:
     """Classifies one delivery and runs it through the chain. Never touches the transport."""
 
-    def __init__(self, router: Router, counters: Counters, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        router: Router,
+        counters: Counters,
+        log: logging.Logger,
+        *,
+        unavailable_delay_ms: int = UNAVAILABLE_DELAY_MS,
+    ) -> None:
         self.counters = counters
         self._log = log
+        self._unavailable_delay_ms = unavailable_delay_ms
         builtin: list[Middleware] = [
             TracingMiddleware(log),
             MetricsMiddleware(counters),
+            UnavailableMiddleware(unavailable_delay_ms, log),
             ExpiryMiddleware(),
             DeliverAtMiddleware(),
         ]
@@ -87,6 +99,10 @@ class Pipeline:
         try:
             message = Message.of(envelope, delivery)
             outcome = self._chain(message)
+        except UnavailableError as exc:  # e.g. reconciling attempts needed a broker that is down
+            self.counters.incr(UNAVAILABLE)
+            self._log.warning("consume path on %r unavailable, message put back: %s", delivery.queue, exc)
+            return Processed(delivery, message, Outcome.unavailable(exc, self._unavailable_delay_ms))
         except Exception as exc:  # a bug below the guards; still never lose the message
             self.counters.incr(FAILED)
             self._log.error("consume path failed on %r: %s", delivery.queue, exc, exc_info=True)

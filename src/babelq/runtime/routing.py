@@ -11,6 +11,10 @@ decides instead:
 ``delete``      acked and logged at WARNING
 ``release``     put back unchanged after a delay, for another worker of the fleet
 ``dead_letter`` dead-lettered at once with reason ``unknown_urn``
+
+A handler (or feature middleware) that raises :class:`~babelq.errors.UnavailableError` gets
+its message put back (:meth:`Outcome.unavailable <babelq.runtime.outcome.Outcome.unavailable>`):
+a dependency being down is never the message's fault.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
 from babelq.envelope import check_urn
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
@@ -42,6 +46,8 @@ def invoke(handler: Handler) -> Next:
             handler(message)
         except PermanentError as exc:
             return Outcome.dead_letter("failed", error=exc, cause=exc.cause, label=REJECTED)
+        except UnavailableError as exc:  # "my dependency is down": put back, not the message's fault
+            return Outcome.unavailable(exc)
         except Exception as exc:
             return Outcome.failed(exc, label=FAILED)
         return Outcome.ack()
@@ -50,11 +56,15 @@ def invoke(handler: Handler) -> Next:
 
 
 def guarded(chain: Next) -> Next:
-    """``chain`` with exceptions escaping from middleware turned into a failed attempt."""
+    """``chain`` with exceptions escaping from middleware turned into a failed attempt
+    (an :class:`~babelq.errors.UnavailableError` into a release: a store being down is not
+    the message's fault)."""
 
     def call(message: Message) -> Outcome:
         try:
             return chain(message)
+        except UnavailableError as exc:
+            return Outcome.unavailable(exc)
         except Exception as exc:
             return Outcome.failed(exc, label=FAILED)
 
