@@ -163,3 +163,16 @@ def test_forty_concurrent_migrations_all_succeed() -> None:
             store.close()
         with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def test_a_table_from_before_claim_owners_is_upgraded_by_migrate(table: str) -> None:
+    import psycopg
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{table}" DROP COLUMN owner')
+    store = PostgresStore(DSN, table=table)
+    with pytest.raises(UnavailableError, match=r"migrate\(\)"):
+        store.claim("a")  # an upgraded worker before anyone migrated: put back, with the fix named
+    store.migrate()
+    assert store.claim("a")
+    store.close()

@@ -199,6 +199,9 @@ class PostgresStore:
     # -- connection handling ---------------------------------------------------------------
     def _unavailable(self, action: str, exc: BaseException) -> UnavailableError:
         detail = _one_line(exc)
+        errors = self._psycopg.errors
+        if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn):  # not made, or by an older babelq
+            detail += f" (PostgresStore(table={self._table!r}).migrate() creates or upgrades the table)"
         return UnavailableError(f"idempotency store {self.target} unavailable during {action}: {detail}")
 
     def _checkout(self, action: str) -> Any:
