@@ -160,10 +160,13 @@ def test_wide_integers_come_back_exact(literal: str, expected: int) -> None:
     assert f'"n":{literal}'.encode() in env.with_attempts(1).encode()
 
 
-def test_wide_integer_in_attempts_is_read_exactly_by_the_verdict() -> None:
+def test_wide_integer_in_attempts_is_read_exactly_and_rejected() -> None:
+    """attempts beyond signed 64-bit is poison for typed consumers (and babelqueue): rejected,
+    and the reason names the integer, not the float orjson widened it to."""
     body = _frame('"attempts":' + "7" * 25)
     env = decode(body)
-    assert env.accepts() and env.attempts == int("7" * 25)
+    assert not env.accepts() and env.attempts == int("7" * 25)
+    assert decode(body).rejection() == "attempts is an integer outside signed 64-bit"
 
 
 def test_large_but_finite_floats_decode() -> None:
@@ -197,7 +200,8 @@ frame_strings = st.sampled_from(
     ["urn:babel:orders:created", "", " ", "\t\n", "\x0b\x0c", "\x1c", "\x85", "\xa0", "\u3000", "x", "\u2028"]
 )
 frame_values = st.one_of(frame_strings, st.just(_ABSENT), st.none(), st.booleans(),
-                         st.integers(min_value=-3, max_value=3), st.sampled_from([1.0, 0.5, 2**70]),
+                         st.integers(min_value=-3, max_value=3),
+                         st.sampled_from([1.0, 0.5, 2**70, 2**63 - 1, 2**63, -(2**63), 2**64]),
                          st.just([]), st.just({}))
 
 
@@ -210,7 +214,9 @@ def envelope_like(draw: st.DrawFn) -> dict[str, Any]:
         "trace_id": draw(frame_values),
         "data": draw(st.one_of(json_objects(5), frame_values)),
         "meta": draw(st.one_of(
-            st.fixed_dictionaries({"schema_version": frame_values}, optional={"id": frame_strings}),
+            st.fixed_dictionaries(
+                {"schema_version": frame_values}, optional={"id": frame_strings, "created_at": frame_values}
+            ),
             frame_values,
         )),
         "attempts": draw(frame_values),
@@ -220,8 +226,8 @@ def envelope_like(draw: st.DrawFn) -> dict[str, Any]:
         value = fields[key]
         if value is _ABSENT:
             continue
-        if key == "meta" and isinstance(value, dict) and value.get("schema_version") is _ABSENT:
-            value = {k: v for k, v in value.items() if k != "schema_version"}
+        if key == "meta" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if v is not _ABSENT}
         doc[key] = value
     return doc
 
@@ -241,7 +247,10 @@ def _deliberate_divergence(doc: dict[str, Any]) -> bool:
 def test_verdict_agrees_with_babelqueue(doc: dict[str, Any]) -> None:
     text = json.dumps(doc, ensure_ascii=False)
     ours = decode(text.encode("utf-8")).accepts()
-    theirs = EnvelopeCodec.accepts(EnvelopeCodec.decode_lenient(text))
+    # what babelqueue hands to a handler: not poison (typed members, int64) and accepted
+    theirs = EnvelopeCodec.poison_cause(text) is None and EnvelopeCodec.accepts(
+        EnvelopeCodec.decode_lenient(text)
+    )
     if ours != theirs:
         assert _deliberate_divergence(doc) and theirs and not ours
 

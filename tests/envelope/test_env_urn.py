@@ -29,7 +29,8 @@ BAD = [
     ("urn:babel::created", "must look like"),
     ("urn:babel:orders:invoice..requested", "must look like"),
     ("urn:babel:orders:created.", "must look like"),
-    ("urn:babel:orders:created ", "may only use"),
+    ("urn:babel:orders: created", "may only use"),  # inner whitespace stays (ASCII is trimmed at the ends)
+    ("urn:babel:orders:created\u00a0", "must be ASCII"),  # a Unicode space is never trimmed
     ("urn:babel:order_s:created", "must look like"),
     ("urn:babel:orders:créé", "must be ASCII"),
     ("urn:babel:orders:order.1042", "must not carry payload ids"),
@@ -65,6 +66,15 @@ def test_bad_urns_raise_in_strict_mode(urn: str, problem: str) -> None:
     assert problem in info.value.problem and repr(urn) in info.value.problem
     with pytest.raises(URNError):
         check_urn(urn, strict=True)
+
+
+@pytest.mark.parametrize(
+    "urn", [" urn:babel:orders:created", "urn:babel:orders:created\r\n", "\turn:babel:orders:created\x0c"]
+)
+def test_ascii_whitespace_around_a_urn_is_trimmed_quietly(urn: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert make(urn, {}, strict=True).urn == "urn:babel:orders:created"
 
 
 def test_a_bad_urn_keeps_warning_on_every_use() -> None:

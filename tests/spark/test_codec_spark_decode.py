@@ -108,6 +108,7 @@ FIELDS = [
     "meta.schema_version",
     "meta.id",
     "meta.created_at",
+    "dead_letter",
 ]
 MUTATIONS = ["none", "none", "none", "truncate", "append", "insert", "flip", "wrap", "scalar", "repeat"]
 TAILS = [b"}", b" ", b"\n", b"x", b",{}", b"]", b"\x00", b" {}", b"\xff", b"\n\t "]
@@ -317,3 +318,134 @@ def test_string_body_column_and_leading_whitespace(spark: Any) -> None:
     ).collect()
     assert [r["accepted"] for r in rows] == [True, True, False]
     assert rows[2]["reject_reason"] == "body is not JSON"
+
+
+# -- the core's limits on every path (issue 10) ----------------------------------------------------
+
+LIMIT = 512
+PATHS = [{}, {"scanner": False}, {"fast": False}]
+PATH_IDS = ["jvm-scanner", "sql", "exact"]
+
+
+def _deep(depth: int, leaf: str = "0", root: str = "{") -> bytes:
+    """An envelope nested ``depth`` levels deep in total (the envelope object is level 1); with
+    ``root="["`` the same nesting as a bare array."""
+    if root == "[":
+        return ("[" * depth + leaf + "]" * depth).encode()
+    lists = depth - 2
+    return (
+        '{"job":"urn:babel:deep:nested","trace_id":"t","data":{"d":' + "[" * lists + leaf + "]" * lists
+        + '},"meta":{"id":"m","queue":"q","lang":"go","schema_version":1,"created_at":1},"attempts":0}'
+    ).encode()  # fmt: skip
+
+
+DEEP_BODIES = [
+    *[_deep(d) for d in (256, 257, 400, 511, 512, 513, 600, 998, 999, 1000, 1001, 1024, 1100)],
+    *[_deep(d, leaf="NaN") for d in (513, 1001)],  # the core measures depth before it parses
+    _deep(600, leaf='"\\ud800"'),  # a lone surrogate escape inside, deeper than the limit
+    _deep(600).replace(b'"trace_id":"t"', b'"trace_id":"t","n":NaN'),  # NaN before the deep part
+    _deep(200).replace(b'"t"', b'"' + b"[" * 700 + b'"'),  # brackets in a string do not count
+    *[_deep(d, root="[") for d in (512, 513, 999)],  # deep and not an object: depth comes first
+    _deep(513)[:-40],  # deep and cut short
+]
+DEEP_ACCEPTED = [True] * 5 + [False] * 8 + [False] * 4 + [True] + [False] * 4
+
+
+def test_sparks_json_parser_stops_where_decode_expects(spark: Any) -> None:
+    """decode pads a body so Spark's parser refuses exactly what is deeper than the limit; that
+    relies on the parser's own limit, which a Spark upgrade could move."""
+    from babelq.spark.decode import SPARK_JSON_MAX_DEPTH
+
+    texts = [("[" * d + "]" * d,) for d in (SPARK_JSON_MAX_DEPTH, SPARK_JSON_MAX_DEPTH + 1)]
+    df = spark.createDataFrame(texts, "s string")
+    parsed = [r[0] for r in df.select(sf.try_parse_json("s").isNotNull()).collect()]
+    assert parsed == [True, False]
+
+
+@pytest.mark.parametrize("options", PATHS, ids=PATH_IDS)
+def test_nesting_beyond_the_cores_limit_is_poison_on_every_path(
+    spark: Any, options: dict[str, Any]
+) -> None:
+    from babelq.spark.decode import decode
+
+    assert [_core(b)[0] for b in DEEP_BODIES] == DEEP_ACCEPTED
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(DEEP_BODIES)], "n int, body binary")
+    rows = decode(df, path_column="path", **options).orderBy("n").collect()
+    assert [r["accepted"] for r in rows] == DEEP_ACCEPTED
+    assert not _compare(rows)  # reasons too: "body is not JSON", the core's adding why
+    if not options:  # the scanner's own poison (NaN) yields to the depth, as in the core
+        assert rows[16]["reject_reason"] == f"body is not JSON: nested too deeply (more than {LIMIT} levels)"
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _frame(**members: str) -> bytes:
+    parts = {"job": '"urn:babel:orders:created"', "trace_id": '"t"', "data": '{"n":1}',
+             "meta": '{"id":"m","queue":"q","lang":"go","schema_version":1,"created_at":1}',
+             "attempts": "0"}  # fmt: skip
+    parts.update(members)
+    return ("{" + ",".join(f'"{k}":{v}' for k, v in parts.items()) + "}").encode()
+
+
+def _meta(created_at: str) -> str:
+    return '{"id":"m","queue":"q","lang":"go","schema_version":1,"created_at":' + created_at + "}"
+
+
+def _block(**members: str) -> str:
+    fields = {"reason": '"failed"', "error": '"e"', "exception": "null", "failed_at": "1",
+              "original_queue": '"q"', "attempts": "3", "lang": '"go"'}  # fmt: skip
+    fields.update(members)
+    return "{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}"
+
+
+INT64_BODIES = [
+    _frame(attempts=str(INT64_MAX)),
+    _frame(attempts=str(-(2**63))),
+    _frame(attempts=str(INT64_MAX + 1)),
+    _frame(attempts=str(2**64)),
+    _frame(attempts="1" * 40),
+    _frame(attempts="-" + "9" * 45),
+    _frame(meta=_meta("null")),
+    _frame(meta='{"schema_version":1}'),
+    _frame(meta=_meta(str(INT64_MAX))),
+    _frame(meta=_meta(str(INT64_MAX + 1))),
+    _frame(meta=_meta("7" * 41)),
+    _frame(meta=_meta('"1749132727000"')),
+    _frame(meta=_meta("1.5")),
+    _frame(meta=_meta("1.0")),
+    _frame(meta=_meta("true")),
+    _frame(meta=_meta("{}")),
+    _frame(dead_letter="null"),
+    _frame(dead_letter="{}"),
+    _frame(dead_letter=_block()),
+    _frame(dead_letter='"failed"'),
+    _frame(dead_letter="[1]"),
+    _frame(dead_letter="0"),
+    _frame(dead_letter="1" * 40),
+    _frame(dead_letter="false"),
+    _frame(dead_letter=_block(failed_at="null", attempts="null")),
+    _frame(dead_letter=_block(failed_at=str(INT64_MAX), attempts=str(-(2**63)))),
+    _frame(dead_letter=_block(failed_at=str(INT64_MAX + 1))),
+    _frame(dead_letter=_block(failed_at='"yesterday"')),
+    _frame(dead_letter=_block(failed_at="1e3")),
+    _frame(dead_letter=_block(attempts=str(2**64))),
+    _frame(dead_letter=_block(attempts="[]")),
+    _frame(meta=_meta('"x"'), dead_letter="5"),  # the first broken rule is named
+]
+
+
+@pytest.mark.parametrize("options", PATHS, ids=PATH_IDS)
+def test_int64_members_get_the_cores_verdict_and_reason_on_every_path(
+    spark: Any, options: dict[str, Any]
+) -> None:
+    from babelq.spark.decode import decode
+
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(INT64_BODIES)], "n int, body binary")
+    rows = decode(df, path_column="path", **options).orderBy("n").collect()
+    assert not _compare(rows)
+    assert [r["accepted"] for r in rows] == [_core(b)[0] for b in INT64_BODIES]
+    assert sum(r["accepted"] for r in rows) == 10
+    assert rows[0]["attempts"] == INT64_MAX and rows[8]["created_at"] == INT64_MAX
+    if not options:
+        assert [r["path"] for r in rows if r["accepted"]] == ["scan"] * 10

@@ -38,6 +38,9 @@ VALUES = [
     b'{"a":1,}', b'{"a" 1}', b'{a:1}', b"[1 2]", b'"\xc3\xa9"', b'"\xc3"', b'"\xe0\x80\x80"',
     b'"\xed\xa0\x80"', b'"\xf4\x90\x80\x80"', b'"\xf0\x9f\x98\x80"', b'"\xc0\xaf"', b"NaN", b"Infinity",
     b"\x0c1", b"1\x0c", b" \t\r\n1", b"[" * 40 + b"]" * 40, b"[" * 300 + b"]" * 300, b'{"":{"":[]}}',
+    # the envelope's nesting limit (512, the envelope itself level 1; a data value is level 3)
+    b"[" * 510 + b"]" * 510, b"[" * 511 + b"]" * 511, b"[" * 512 + b"NaN" + b"]" * 512,
+    b'"' + b"[" * 600 + b'"',
 ]  # fmt: skip
 KEYS = [b'"a"', b'"\\u0061"', b'"job"', b'"j\\u006fb"', b'"a\\"b"', b'""', b'"\xc3\xa9"', b"a", b"1"]
 

@@ -30,6 +30,16 @@ EXTENSION_META_KEYS: Final = (
     "transaction_id",
 )
 
+#: The deepest an envelope may nest objects and arrays, the envelope object itself counting as
+#: level 1 (so ``data`` is level 2). Producers refuse deeper, decode calls deeper poison, and
+#: every encoder writes anything within it. 512 is PHP's default ``json_decode``/``json_encode``
+#: depth, well inside orjson's (1024) and Spark's JSON parser's (1000), and leaves the standard
+#: library's recursive codec room under Python's default recursion limit (docs/envelope.md).
+MAX_DEPTH: Final = 512
+
+#: The whitespace the standard trims and treats as blank (ASCII only: never U+00A0, U+3000...).
+ASCII_WHITESPACE: Final = " \t\n\r\x0b\x0c"
+
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 JS_SAFE_MAX: Final = 2**53 - 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from babelq.envelope import ids
-from babelq.envelope.constants import DEAD_LETTER_REASONS, LANG
+from babelq.envelope.constants import DEAD_LETTER_REASONS, INT64_MAX, LANG
 from babelq.envelope.model import Envelope
 from babelq.errors import EnvelopeError
 
@@ -51,9 +51,10 @@ def dead_letter_block(
         raise EnvelopeError(
             "dead_letter.reason", f"must be one of {sorted(DEAD_LETTER_REASONS)}, got {reason!r}"
         )
-    if type(attempts) is not int or attempts < 0:
-        raise EnvelopeError("dead_letter.attempts", f"must be an integer >= 0, got {attempts!r}")
-    if failed_at is not None and (type(failed_at) is not int or failed_at < 0):
+    # both are read back as signed 64-bit integers: a larger one makes the dead letter poison
+    if type(attempts) is not int or not 0 <= attempts <= INT64_MAX:
+        raise EnvelopeError("dead_letter.attempts", f"must be an integer from 0 to 2**63-1, got {attempts!r}")
+    if failed_at is not None and (type(failed_at) is not int or not 0 <= failed_at <= INT64_MAX):
         raise EnvelopeError("dead_letter.failed_at", f"must be Unix epoch milliseconds, got {failed_at!r}")
     if type(original_queue) is not str:
         raise EnvelopeError("dead_letter.original_queue", f"must be a string, got {original_queue!r}")

@@ -7,6 +7,11 @@ odd value costs the full check that names the offending path.
 
 ``decode`` is orjson plus a lazy :class:`~babelq.envelope.model.Envelope`; routing (``urn``,
 ``accepts()``) reads only the frame, so a consumer pays for nothing it does not use.
+
+Both sides keep the envelope within :data:`~babelq.envelope.constants.MAX_DEPTH` levels of
+nesting: ``make`` refuses a deeper payload naming the path, ``decode`` calls a deeper body
+poison. A body shorter than :data:`~babelq.envelope.limits.SHALLOW_JSON_BYTES` cannot be that
+deep, so the usual message pays one length comparison for the check.
 """
 
 from __future__ import annotations
@@ -19,23 +24,27 @@ import orjson
 
 from babelq.envelope import ids, wire
 from babelq.envelope.constants import (
+    ASCII_WHITESPACE,
     CORE_META_KEYS,
     DEFAULT_QUEUE,
     EXTENSION_META_KEYS,
     FORBIDDEN_META,
+    INT64_MAX,
     LANG,
     SCHEMA_VERSION,
 )
+from babelq.envelope.limits import SHALLOW_JSON_BYTES, TOO_DEEP_REASON, too_deep
 from babelq.envelope.model import Envelope
 from babelq.envelope.payload import (
     NEEDS_STD_ENCODER,
     UNSAFE_INTEGER,
     fast_flags,
     problem_flags,
+    too_deep_error,
     warn_unsafe_integer,
 )
 from babelq.envelope.urn import KNOWN_GOOD, check_urn
-from babelq.errors import EnvelopeError, URNError
+from babelq.errors import DecodeError, EnvelopeError, URNError
 
 _RESERVED_META = frozenset(CORE_META_KEYS) | FORBIDDEN_META | frozenset(EXTENSION_META_KEYS)
 _now_ns = time.time_ns
@@ -49,8 +58,9 @@ def _need_str(path: str, value: object) -> str:
 
 
 def _need_ms(path: str, value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise EnvelopeError(path, f"must be Unix epoch milliseconds (int >= 0), got {value!r}")
+    # a consumer reads these as signed 64-bit integers; a larger one would make the body poison
+    if type(value) is not int or not 0 <= value <= INT64_MAX:
+        raise EnvelopeError(path, f"must be Unix epoch milliseconds (int from 0 to 2**63-1), got {value!r}")
     return value
 
 
@@ -58,14 +68,40 @@ def _ms_at(created_at: object) -> int:
     return _need_ms("meta.created_at", created_at)
 
 
-def _check_urn_slow(urn: object, strict: bool) -> None:
-    if type(urn) is not str or not urn.strip():
+def _check_urn_slow(urn: object, strict: bool) -> str:
+    """The URN to write: ASCII whitespace trimmed (as the babelqueue package does), checked.
+
+    Only ASCII whitespace counts, on both sides: a URN of U+00A0 is not blank to a consumer
+    (:func:`babelq.envelope.verdict.urn_of`), so the producer writes it too, warning that it
+    breaks the naming rules (refused in strict mode).
+    """
+    if type(urn) is not str:
+        raise URNError("job", f"the URN must be a non-empty string, got {urn!r}")
+    trimmed = urn.strip(ASCII_WHITESPACE)
+    if not trimmed:
         raise URNError("job", f"the URN must be a non-empty string, got {urn!r}")
     try:
-        urn.encode("utf-8")
+        trimmed.encode("utf-8")
     except UnicodeEncodeError:
         raise URNError("job", f"the URN holds a lone surrogate: {urn!r}") from None
-    check_urn(urn, strict=strict, stacklevel=3)  # -> make -> make's caller
+    check_urn(trimmed, strict=strict, stacklevel=3)  # -> make -> make's caller
+    return trimmed
+
+
+def _trace(trace_id: object) -> str:
+    """The trace id to continue, ASCII whitespace trimmed as the babelqueue package does.
+
+    Unlike that package, a blank one is refused instead of silently starting a new trace: the
+    caller meant to continue one (pass ``None`` to start a trace).
+    """
+    if type(trace_id) is not str:
+        raise EnvelopeError("trace_id", f"must be a non-empty string, got {trace_id!r}")
+    trimmed = trace_id.strip(ASCII_WHITESPACE)
+    if not trimmed:
+        raise EnvelopeError(
+            "trace_id", f"must be a non-empty string, got {trace_id!r} (pass None to start a new trace)"
+        )
+    return trimmed
 
 
 def _add_extensions(
@@ -111,24 +147,28 @@ def _encode_new(doc: dict[str, Any], flags: int | None, stacklevel: int) -> tupl
 
     ``flags`` is the fast walk's verdict on ``data`` and the extra meta values (None when
     it declined to judge). A refusal anywhere re-checks with the full walk, which raises
-    :class:`EnvelopeError` naming the path.
+    :class:`EnvelopeError` naming the path. orjson stops at 254 levels, so only a document
+    the standard library wrote can be deeper than the limit; that one is measured.
     """
     if flags is None or flags & NEEDS_STD_ENCODER:
         # The standard encoder would coerce non-str keys and trip on lone surrogates; the
         # fast walk leaves both to orjson, so the full check must look first.
         flags = _full_check(doc)
+    body: bytes | None = None
+    if not flags & NEEDS_STD_ENCODER:
+        try:
+            body = orjson.dumps(doc)
+        except TypeError:  # a non-str key, a lone surrogate, nesting beyond orjson's limit
+            _full_check(doc)
+    needs_std = body is None
+    if body is None:
+        body = wire.dumps_std(doc)
+        if len(body) > SHALLOW_JSON_BYTES and too_deep(body):
+            raise too_deep_error(doc, "", level=1)
     if flags & UNSAFE_INTEGER:
         warn_unsafe_integer(doc["data"], "data", stacklevel=stacklevel + 1)
         warn_unsafe_integer(doc["meta"], "meta", stacklevel=stacklevel + 1)
-    if not flags & NEEDS_STD_ENCODER:
-        try:
-            return orjson.dumps(doc), False
-        except TypeError:  # a non-str key, a lone surrogate, nesting beyond orjson's limit
-            _full_check(doc)
-    try:
-        return wire.dumps_std(doc), True
-    except RecursionError:
-        raise EnvelopeError("data", "value is nested too deeply (or contains itself)") from None
+    return body, needs_std
 
 
 def _full_check(doc: dict[str, Any]) -> int:
@@ -163,12 +203,16 @@ def make(
     and tests; normally they are minted here. ``strict`` makes a badly formed URN raise
     instead of warn.
 
+    ASCII whitespace around ``urn`` and ``trace_id`` is trimmed, as the babelqueue package
+    trims it, so the same call routes the same through both SDKs.
+
     Raises :class:`~babelq.errors.EnvelopeError` naming the path of any value that is not
-    pure JSON (``data.items[3].price: NaN is not allowed``); :class:`~babelq.errors.URNError`
-    for an empty URN.
+    pure JSON (``data.items[3].price: NaN is not allowed``) or that nests deeper than
+    :data:`~babelq.envelope.constants.MAX_DEPTH` levels; :class:`~babelq.errors.URNError`
+    for an empty or blank URN.
     """
     if urn.__class__ is not str or urn not in KNOWN_GOOD:
-        _check_urn_slow(urn, strict)
+        urn = _check_urn_slow(urn, strict)
     if data.__class__ is dict:
         payload: dict[str, Any] = data.copy()
     elif data is None:
@@ -184,7 +228,7 @@ def make(
         if message_id is None:
             message_id = minted_id
     else:
-        _need_str("trace_id", trace_id)
+        trace_id = _trace(trace_id)
         if message_id is None:
             message_id = ids.uuid4()
     if queue.__class__ is not str or not queue:
@@ -225,9 +269,10 @@ def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
     """Read an envelope from wire bytes (or text).
 
     Raises :class:`~babelq.errors.DecodeError` (and nothing else) when the body is not valid
-    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double), or not a JSON
-    object: such a body is poison. A body that is an object but breaks the consumer rules
-    decodes fine; check :meth:`Envelope.accepts`.
+    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double), nested deeper than
+    :data:`~babelq.envelope.constants.MAX_DEPTH` levels, or not a JSON object: such a body is
+    poison. A body that is an object but breaks the consumer rules decodes fine; check
+    :meth:`Envelope.accepts`.
     """
     raw = body if body.__class__ is bytes else wire.as_bytes(body)
     try:
@@ -235,6 +280,8 @@ def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
     except orjson.JSONDecodeError:
         doc, exact = wire.loads_fast(raw)  # the standard library's second look, or DecodeError
         return Envelope._decoded(doc, raw, exact)
+    if len(raw) > SHALLOW_JSON_BYTES and too_deep(raw):
+        raise DecodeError(TOO_DEEP_REASON)
     if doc.__class__ is not dict:
         raise wire.not_object(doc)
     return Envelope._decoded(doc, raw, False)

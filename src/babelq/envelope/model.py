@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from babelq.envelope import verdict, wire
-from babelq.envelope.constants import FORBIDDEN_META, FORBIDDEN_TOP_LEVEL, SCHEMA_VERSION
-from babelq.envelope.payload import NEEDS_STD_ENCODER, problem_flags
+from babelq.envelope.constants import FORBIDDEN_META, FORBIDDEN_TOP_LEVEL, INT64_MAX, SCHEMA_VERSION
+from babelq.envelope.limits import with_fresh_stack
+from babelq.envelope.payload import NEEDS_STD_ENCODER, problem_flags, too_deep_error
 from babelq.errors import EnvelopeError
 
 _new = object.__new__
@@ -204,23 +205,17 @@ class Envelope:
     # -- verdict --------------------------------------------------------------------
     def accepts(self) -> bool:
         """Whether a consumer should accept this envelope (SPEC consumer rules)."""
-        if verdict.accepts(self._doc):
-            return True
-        # Only a widened integer in ``attempts`` can turn the verdict once settled.
-        if self._exact or type(self._doc.get("attempts")) is not float:
-            return False
-        return verdict.accepts(self._settled())
+        # orjson widens only integers beyond 64 bits, which no rule accepts: the frame as read
+        # gives the verdict without the exact re-read.
+        return verdict.accepts(self._doc)
 
     def rejection(self) -> str | None:
         """Why a consumer must reject this envelope, or ``None`` when it is accepted."""
-        doc = self._doc
-        if not self._exact:
-            meta = doc.get("meta")
-            if type(doc.get("attempts")) is float or (
-                type(meta) is dict and type(meta.get("schema_version")) is float
-            ):
-                doc = self._settled()
-        return verdict.rejection(doc)
+        reason = verdict.rejection(self._doc)
+        if reason is None or self._exact:
+            return reason
+        # a float here may be a widened integer, which the reason names differently
+        return verdict.rejection(self._settled())
 
     # -- bytes ----------------------------------------------------------------------
     @property
@@ -242,15 +237,17 @@ class Envelope:
                 doc = _publishable(doc)
             try:
                 body = wire.dumps_document(doc, self._floats)
-            except (TypeError, ValueError, RecursionError) as exc:  # a value changed after make
-                problem_flags(doc, "")
+            except wire.TooDeepError:  # an Envelope built by hand: never write what decode refuses
+                raise too_deep_error(doc, "", level=1) from None
+            except (TypeError, ValueError) as exc:  # a value changed after make
+                problem_flags(doc, "", level=1)
                 raise EnvelopeError("", f"cannot encode the envelope: {exc}") from None
             self._body = body
         return body
 
     def to_dict(self) -> dict[str, Any]:
-        """A deep copy of the document, safe to change."""
-        return copy.deepcopy(self._settled())
+        """A deep copy of the document, safe to change (any depth decode accepts)."""
+        return _copy_document(self._settled())
 
     def document(self) -> Mapping[str, Any]:
         """The underlying document, without copying (do not change it)."""
@@ -272,9 +269,14 @@ class Envelope:
         return env
 
     def with_attempts(self, attempts: int) -> Envelope:
-        """A copy with ``attempts`` set (the only field a worker may change)."""
-        if type(attempts) is not int or attempts < 0:
-            raise EnvelopeError("attempts", f"must be an integer >= 0, got {attempts!r}")
+        """A copy with ``attempts`` set (the only field a worker may change).
+
+        Refuses a count beyond signed 64-bit, which consumers of the standard call poison.
+        """
+        if type(attempts) is not int or not 0 <= attempts <= INT64_MAX:
+            raise EnvelopeError(
+                "attempts", f"must be an integer from 0 to 2**63-1 (signed 64-bit), got {attempts!r}"
+            )
         doc = self._publishable_copy()
         doc["attempts"] = attempts
         return self._derive(doc, self._floats)
@@ -302,7 +304,11 @@ class Envelope:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Envelope):
             return NotImplemented
-        return self._settled() == other._settled()
+        mine, theirs = self._settled(), other._settled()
+        try:
+            return mine == theirs
+        except RecursionError:  # deep documents under a deep caller
+            return with_fresh_stack(lambda: mine == theirs)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -311,6 +317,31 @@ class Envelope:
             f"Envelope(urn={self.urn!r}, id={self.id!r}, trace_id={self.trace_id!r}, "
             f"attempts={self._doc.get('attempts')!r})"
         )
+
+
+def _copy_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON document: every dict and list copied (key order kept), without
+    recursion, so any depth decode accepts copies under any caller. Other containers (only an
+    Envelope built by hand holds them) go through ``copy.deepcopy``."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[Any, Any]] = [(doc, root)]
+    while stack:
+        source, target = stack.pop()
+        pairs = source.items() if type(source) is dict else enumerate(source)
+        for key, value in pairs:
+            kind = type(value)
+            if kind is dict or kind is list:
+                copied: Any = {} if kind is dict else []
+                stack.append((value, copied))
+            elif isinstance(value, str | int | float) or value is None:
+                copied = value
+            else:
+                copied = copy.deepcopy(value)
+            if type(target) is dict:
+                target[key] = copied
+            else:
+                target.append(copied)
+    return root
 
 
 def _publishable(doc: dict[str, Any]) -> dict[str, Any]:

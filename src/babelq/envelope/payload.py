@@ -15,6 +15,11 @@ There are two walks:
   and lone surrogates on its own when the envelope is encoded. Any doubt (a refusal, an
   exotic container type) sends the caller to :func:`check_json`.
 
+Neither walk measures nesting: both recurse, and a recursion error makes the full check ask
+:mod:`babelq.envelope.limits` whether the value is deeper than the envelope's limit (refused,
+naming the path) or only the caller's stack is short (checked again on a fresh stack). A value
+deep enough to pass the walks but beyond the limit is refused by whoever encodes it.
+
 Both report whether the value holds a float that the fast encoder (orjson) formats
 differently from the canonical Python ``repr`` form: only floats with a magnitude in
 ``[1e-9, 1e-4)`` (orjson writes ``0.00001`` and ``1e-7`` where ``repr`` writes ``1e-05``
@@ -34,6 +39,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from babelq.envelope.constants import INT64_MAX, INT64_MIN, JS_SAFE_MAX
+from babelq.envelope.limits import (
+    CYCLE_PROBLEM,
+    TOO_DEEP_PROBLEM,
+    contains_itself,
+    deep_trail,
+    with_fresh_stack,
+)
 from babelq.errors import EnvelopeError, UnsafeIntegerWarning
 
 #: Flag: a float that only the standard library encoder writes in canonical form.
@@ -237,7 +249,11 @@ def _first_unsafe_int(value: Any, trail: list[str | int]) -> int | None:
 def warn_unsafe_integer(value: Any, path: str, *, stacklevel: int = 2) -> None:
     """Emit :class:`UnsafeIntegerWarning` naming the first integer beyond 2**53-1 in ``value``."""
     trail: list[str | int] = []
-    found = _first_unsafe_int(value, trail)
+    try:
+        found = _first_unsafe_int(value, trail)
+    except RecursionError:  # within the limit, under a deep caller
+        trail.clear()
+        found = with_fresh_stack(lambda: _first_unsafe_int(value, trail))
     if found is None:
         return
     warnings.warn(
@@ -248,24 +264,51 @@ def warn_unsafe_integer(value: Any, path: str, *, stacklevel: int = 2) -> None:
     )
 
 
-def problem_flags(value: Any, path: str) -> int:
-    """The full check without warnings: raise :class:`EnvelopeError` naming the path, else flags."""
+def too_deep_error(value: Any, path: str, *, level: int) -> EnvelopeError:
+    """The error for ``value`` (at envelope level ``level``) nesting deeper than the limit,
+    naming the first container beyond it (or, for a value containing itself, where it does)."""
+    trail = deep_trail(value, level) or []
+    cycle = contains_itself(value, trail)
+    if cycle is not None:
+        return EnvelopeError(format_path(path, cycle), CYCLE_PROBLEM)
+    return EnvelopeError(format_path(path, trail), TOO_DEEP_PROBLEM)
+
+
+def _scan_named(value: Any, path: str) -> int:
     try:
         return _scan(value)
     except _ProblemError as problem:
         raise EnvelopeError(format_path(path, reversed(problem.trail)), problem.problem) from None
+
+
+def problem_flags(value: Any, path: str, *, level: int = 2) -> int:
+    """The full check without warnings: raise :class:`EnvelopeError` naming the path, else flags.
+
+    ``level`` is where ``value`` sits in the envelope (2 for ``data``, ``meta`` and the other
+    members, 1 for a whole document); it places the nesting limit when the walk runs out of
+    stack.
+    """
+    try:
+        return _scan_named(value, path)
     except RecursionError:
-        raise EnvelopeError(path, "value is nested too deeply (or contains itself)") from None
+        pass
+    if deep_trail(value, level) is not None:  # deeper than the limit, or contains itself
+        raise too_deep_error(value, path, level=level) from None
+    return with_fresh_stack(lambda: _scan_named(value, path))  # only the caller's stack was short
 
 
 def check_json(value: Any, path: str = "data") -> bool:
     """Raise :class:`EnvelopeError` naming the path if ``value`` is not pure JSON.
 
-    Warns (:class:`UnsafeIntegerWarning`, naming the path) about integers JavaScript cannot
+    ``value`` is taken to sit where ``data`` does (level 2 of the envelope), so it may nest
+    :data:`~babelq.envelope.constants.MAX_DEPTH` - 1 levels itself. Warns
+    (:class:`UnsafeIntegerWarning`, naming the path) about integers JavaScript cannot
     hold exactly. Returns whether ``value`` holds a float that only the standard library
     encoder writes in canonical form (the wire layer needs to know).
     """
     flags = problem_flags(value, path)
+    if deep_trail(value, 2) is not None:
+        raise too_deep_error(value, path, level=2)
     if flags & UNSAFE_INTEGER:
         warn_unsafe_integer(value, path, stacklevel=2)
     return bool(flags & NEEDS_STD_ENCODER)

@@ -19,15 +19,24 @@ beyond 64 bits as floats; the standard library reads both exactly, so:
   and the bytes hold a run of 19+ digits); only those are re-read by the standard library.
   :class:`~babelq.envelope.model.Envelope` runs this lazily, the first time a value is
   read, so routing on the frame stays cheap.
+
+Nesting is limited to :data:`~babelq.envelope.constants.MAX_DEPTH` levels on both sides
+(:mod:`babelq.envelope.limits`): decode calls a deeper body poison, and the encoders write
+anything within the limit whatever the caller's stack depth (the standard library's encoder
+recurses, so a deep document under a deep caller is written by :func:`dumps_iterative`).
+orjson's encoder stops at 254 levels, so its output never needs the depth check.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
+from babelq.envelope.limits import SHALLOW_JSON_BYTES, TOO_DEEP_REASON, too_deep, with_fresh_stack
 from babelq.envelope.payload import NEEDS_STD_ENCODER, fast_flags
 from babelq.errors import DecodeError
 
@@ -56,12 +65,105 @@ def _finite_float(text: str) -> float:
 _std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
 
 
+class TooDeepError(ValueError):
+    """Internal: a document nested deeper than the limit was about to be written."""
+
+
 # -- encoding ----------------------------------------------------------------------------------
+
+#: The standard library's string encoder for ``ensure_ascii=False`` (its C version when built).
+_encode_string = json.encoder.encode_basestring
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+
+
+def _float_text(value: float) -> str:
+    if not math.isfinite(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    return _float_repr(value)
+
+
+def _key_text(key: Any) -> str:
+    """An object key as the standard library writes it (it converts scalar keys to strings)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return _float_text(key)
+    if key is True or key is False or key is None:
+        return "true" if key is True else "false" if key is False else "null"
+    if isinstance(key, int):
+        return _int_repr(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def dumps_iterative(value: Any) -> bytes:
+    """Canonical bytes of ``value`` at any depth: ``json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"), allow_nan=False)`` byte for byte, without recursion.
+
+    The fallback of :func:`dumps_std` when the standard encoder runs out of stack. It refuses
+    what that encoder refuses, with the same exception types: NaN/Infinity and a value that
+    contains itself (``ValueError``), a non-JSON type (``TypeError``).
+    """
+    out: list[str] = []
+    write = out.append
+    stack: list[tuple[Iterator[Any], bool]] = []  # (items, is an object) of each open container
+    open_ids: list[int] = []
+    seen: set[int] = set()
+    item, pending, first = value, True, False
+    while True:
+        if pending:
+            if isinstance(item, str):
+                write(_encode_string(item))
+            elif item is None or item is True or item is False:
+                write("null" if item is None else "true" if item is True else "false")
+            elif isinstance(item, int):
+                write(_int_repr(item))
+            elif isinstance(item, float):
+                write(_float_text(item))
+            elif isinstance(item, list | tuple | dict):
+                ident = id(item)
+                if ident in seen:
+                    raise ValueError("Circular reference detected")
+                seen.add(ident)
+                open_ids.append(ident)
+                if isinstance(item, dict):
+                    write("{")
+                    stack.append((iter(item.items()), True))
+                else:
+                    write("[")
+                    stack.append((iter(item), False))
+                first = True
+            else:
+                raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+            pending = False
+        if not stack:
+            return "".join(out).encode("utf-8")
+        items, is_object = stack[-1]
+        for entry in items:
+            if not first:
+                write(",")
+            first = False
+            if is_object:
+                key, item = entry
+                write(_encode_string(_key_text(key)))
+                write(":")
+            else:
+                item = entry
+            pending = True
+            break
+        else:
+            write("}" if is_object else "]")
+            stack.pop()
+            seen.discard(open_ids.pop())
+            first = False
 
 
 def dumps_std(value: Any) -> bytes:
-    """Canonical bytes via the standard library (exact for every float and integer)."""
-    return _std_encoder.encode(value).encode("utf-8")
+    """Canonical bytes via the standard library (exact for every float and integer), any depth."""
+    try:
+        return _std_encoder.encode(value).encode("utf-8")
+    except RecursionError:
+        return dumps_iterative(value)
 
 
 def dumps(value: Any, *, has_floats: bool = True) -> bytes:
@@ -69,14 +171,18 @@ def dumps(value: Any, *, has_floats: bool = True) -> bytes:
 
     ``has_floats=False`` (known from :func:`babelq.envelope.payload.check_json`, which
     returns whether a float needs the standard encoder) takes the fast path. Pass ``True``
-    when unsure: the result is the same, only slower.
+    when unsure: the result is the same, only slower. Raises :class:`TooDeepError` (a
+    ``ValueError``) rather than write a document decode would call poison.
     """
-    if has_floats:
-        return dumps_std(value)
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return dumps_std(value)
+    if not has_floats:
+        try:
+            return orjson.dumps(value)  # stops at 254 levels: its output is always within the limit
+        except TypeError:
+            pass
+    body = dumps_std(value)
+    if len(body) > SHALLOW_JSON_BYTES and too_deep(body):
+        raise TooDeepError(TOO_DEEP_REASON)
+    return body
 
 
 def dumps_document(doc: dict[str, Any], needs_std: bool | None = None) -> bytes:
@@ -138,18 +244,34 @@ def not_object(value: Any) -> DecodeError:
     return DecodeError(f"body is JSON but {_kind(value)}, not an object")
 
 
+def _parse_std(text: str) -> Any:
+    """The standard library's parse of ``text``, already known to be within the depth limit.
+
+    Within the limit the parser's recursion fits the interpreter's budget, unless the caller
+    is itself hundreds of frames deep: then the parse is retried on a fresh stack.
+    """
+    try:
+        return _std_decoder.decode(text)
+    except RecursionError:
+        return with_fresh_stack(lambda: _std_decoder.decode(text))
+
+
 def _std_loads(data: bytes, orjson_error: str | None) -> Any:
-    """Parse with the standard library under the wire form's rules; DecodeError on failure."""
+    """Parse with the standard library under the wire form's rules; DecodeError on failure.
+
+    The order of the checks is the reason's order: not UTF-8, then nested too deep, then
+    whatever the parser finds.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise DecodeError(_bad_utf8(data) or "body is not valid UTF-8") from None
+    if too_deep(data):
+        raise DecodeError(TOO_DEEP_REASON)
     try:
-        value = _std_decoder.decode(text)
+        value = _parse_std(text)
     except _UnreadableError as exc:
         raise DecodeError(f"body is not usable JSON: {exc}") from None
-    except RecursionError:
-        raise DecodeError("body is JSON nested too deeply") from None
     except ValueError as exc:  # json.JSONDecodeError and int()'s digit limit
         raise DecodeError(f"body is not JSON: {orjson_error or exc}") from None
     if orjson_error is not None:
@@ -190,6 +312,9 @@ def loads_fast(data: bytes) -> tuple[dict[str, Any], bool]:
     except orjson.JSONDecodeError as exc:
         doc = _std_loads(data, str(exc))
         exact = True
+    else:
+        if len(data) > SHALLOW_JSON_BYTES and too_deep(data):
+            raise DecodeError(TOO_DEEP_REASON)
     if type(doc) is not dict:
         raise not_object(doc)
     return doc, exact
@@ -198,21 +323,21 @@ def loads_fast(data: bytes) -> tuple[dict[str, Any], bool]:
 def exact_document(data: bytes, doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (parsed from ``data`` by orjson) with every integer read exactly.
 
-    Never raises: if the standard library cannot re-read the body (nesting beyond its
-    recursion limit, which orjson's own limit of 1024 allows), orjson's reading stands.
+    Never raises: ``data`` was read once already, within the depth limit, so the standard
+    library reads it too; should it not, orjson's reading stands.
     """
     try:
         # A widened integer is a float of magnitude >= 2**63, which orjson writes with an
         # exponent ("1.8446744073709552e+19"). Re-encoding and looking for a "+" (one memchr;
         # rare in JSON text) is the cheapest first filter.
         suspicious = b"+" in orjson.dumps(doc)
-    except orjson.JSONEncodeError:  # nesting beyond orjson's encoding depth
+    except orjson.JSONEncodeError:  # nesting beyond orjson's encoding depth (254)
         suspicious = True
     if not suspicious or not may_hold_wide_integer(data):
         return doc
     try:
         value = _std_loads(data, None)
-    except DecodeError:  # nested deeper than the standard parser's recursion allows
+    except DecodeError:  # not expected: the body was read once already
         return doc
     return value if type(value) is dict else doc
 
@@ -221,7 +346,7 @@ def loads_document(body: bytes | bytearray | memoryview | str) -> dict[str, Any]
     """Parse ``body`` into a JSON object, integers exact, or raise :class:`DecodeError` saying why.
 
     Never raises anything else: not UTF-8, not JSON, NaN/Infinity, numbers beyond a double,
-    nesting too deep, and a JSON root that is not an object are all ``DecodeError``.
+    nesting deeper than the limit, and a JSON root that is not an object are all ``DecodeError``.
     """
     data = as_bytes(body)
     doc, exact = loads_fast(data)

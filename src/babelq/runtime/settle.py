@@ -9,6 +9,14 @@ Retries go through ``Transport.retry`` with the body's ``attempts`` set to the r
 attempts + 1 and the delay given to the broker's native delay. ``meta.deliver_at`` is never
 written on a retry: ``meta`` is the producer's and immutable (SPEC section 2).
 
+Settling never fails on a message it was given, whatever the message holds: a retry whose
+body cannot be written goes to the DLQ instead of looping, and a dead letter that cannot be
+annotated or encoded falls back to the poison record of the original bytes
+(:func:`babelq.envelope.poison_record`), which keeps them exactly. ``attempts`` never goes
+beyond signed 64-bit (consumers call a larger one poison): a message already at the maximum
+that fails again is dead-lettered. (Before this, a body decode accepted but encode refused
+came back after every visibility timeout with ``attempts`` 0 and the DLQ empty.)
+
 When dead-lettering is switched off a message that should be dead-lettered is still never
 silently dropped: the ``release`` policy puts it back unchanged with the maximum delay and
 logs at ERROR (an operator sees it, the message is kept); only ``delete`` drops it, and
@@ -18,11 +26,12 @@ says so at ERROR.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from babelq.envelope import annotate, dlq_name, exception_name, poison_record
+from babelq.envelope.constants import INT64_MAX
 from babelq.errors import ConfigurationError
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.counters import Counters
@@ -143,11 +152,17 @@ class Settler:
             self.transport.release(processed.delivery, delay_ms=self.backoff.delay_ms(1))
             self.counters.incr("released")
             return
-        runs = message.attempts + 1
+        runs = max(message.attempts, 0) + 1  # a negative count (a foreign producer's) counts as 0
         error = _error_text(outcome.error)
-        if runs < self.max_attempts:
+        if runs < self.max_attempts and runs <= INT64_MAX:
             delay = min(self.backoff.delay_ms(runs), self.max_delay_ms)
-            body = message.envelope.with_attempts(runs).encode()
+            try:
+                body = message.envelope.with_attempts(runs).encode()
+            except Exception as unwritable:  # cannot be written back: dead-letter it rather than loop
+                record = self._unencodable(processed, unwritable, error, runs, outcome.cause)
+                why = f"retry {runs} cannot be encoded: {unwritable}"
+                self._to_dlq(processed, record, "poison", why, acks)
+                return
             self.transport.retry(processed.delivery, body, delay_ms=delay)
             self.counters.incr("retried")
             self.log.warning(
@@ -156,17 +171,25 @@ class Settler:
                 extra=_extra(message),
             )
             return
+        runs = min(runs, INT64_MAX)  # at the maximum: dead-lettered, never written as 2**63
         exc = outcome.error if isinstance(outcome.error, BaseException) else None
-        record = annotate(
-            message.envelope.with_attempts(runs),
-            "failed",
-            original_queue=processed.delivery.queue,
-            attempts=runs,
+        record, reason = self._record(
+            processed,
+            lambda: annotate(
+                message.envelope.with_attempts(runs),
+                "failed",
+                original_queue=processed.delivery.queue,
+                attempts=runs,
+                error=error,
+                exception=exc,
+                cause=outcome.cause,
+            ).encode(),
             error=error,
-            exception=exc,
+            attempts=runs,
             cause=outcome.cause,
-        ).encode()
-        self._to_dlq(processed, record, "failed", f"failed {runs} time(s): {error}", acks)
+            reason="failed",
+        )
+        self._to_dlq(processed, record, reason, f"failed {runs} time(s): {error}", acks)
 
     def _dead_letter_now(self, processed: Processed, outcome: Outcome, acks: list[Delivery]) -> None:
         reason = outcome.reason or "failed"
@@ -181,17 +204,62 @@ class Settler:
             )
         else:
             exc = outcome.error if isinstance(outcome.error, BaseException) else None
-            record = annotate(
-                message.envelope,
-                reason,
-                original_queue=processed.delivery.queue,
-                attempts=message.attempts,
+            attempts = min(max(message.attempts, 0), INT64_MAX)
+            record, reason = self._record(
+                processed,
+                lambda: annotate(
+                    message.envelope,
+                    reason,
+                    original_queue=processed.delivery.queue,
+                    attempts=attempts,
+                    error=error,
+                    exception=exc,
+                    cause=outcome.cause,
+                ).encode(),
                 error=error,
-                exception=exc,
+                attempts=attempts,
                 cause=outcome.cause,
-            ).encode()
+                reason=reason,
+            )
         why = f"{outcome.cause or reason}: {error}" if error else (outcome.cause or reason)
         self._to_dlq(processed, record, reason, why, acks)
+
+    def _record(
+        self,
+        processed: Processed,
+        build: Callable[[], bytes],
+        *,
+        error: str | None,
+        attempts: int,
+        cause: str | None,
+        reason: str,
+    ) -> tuple[bytes, str]:
+        """``(record, reason)``: the annotated dead letter ``build`` makes, or, if it fails for
+        any reason, the poison record of the original bytes (reason ``poison``)."""
+        try:
+            return build(), reason
+        except Exception as exc:
+            return self._unencodable(processed, exc, error, attempts, cause), "poison"
+
+    def _unencodable(
+        self, processed: Processed, exc: Exception, error: str | None, attempts: int, cause: str | None
+    ) -> bytes:
+        """The poison record of the delivery's own bytes, for a message that cannot be re-encoded."""
+        delivery = processed.delivery
+        self.counters.incr("unencodable")
+        self.log.error(
+            "cannot re-encode %s from %r (%s); dead-lettering its original bytes",
+            processed.message.id if processed.message is not None else "a message", delivery.queue, exc,
+            extra=_extra(processed.message),
+        )
+        why = f"the message cannot be re-encoded: {exc}"
+        return poison_record(
+            delivery.body,
+            original_queue=delivery.queue,
+            error=f"{error}; {why}" if error else why,
+            attempts=min(max(attempts, 0), INT64_MAX),
+            cause=cause,
+        )
 
     def _to_dlq(
         self, processed: Processed, record: bytes, reason: str, why: str, acks: list[Delivery]

@@ -29,11 +29,15 @@ Everything is one projection that Spark compiles with whole-stage code generatio
 ``fast=False`` forces the exact path and ``scanner=False`` the Spark SQL fast path; the tests
 compare all three.
 
+The core's limits hold on every path: a body nested deeper than
+:data:`~babelq.envelope.constants.MAX_DEPTH` levels is poison (the scanner measures it as the
+core does; the SQL paths let Spark's own parser refuse it, the body padded so that its 1000-level
+limit falls exactly there), and the members the standard types as int64 must fit one.
+
 Known differences from the core codec (documented in docs/spark.md): on the exact path Spark's
 variant parser refuses duplicate object keys (the core keeps the last one) unless
 ``spark.sql.variant.allowDuplicateKeys`` is true (babelq's own sessions set it; :func:`decode`
-warns when it is off); it reads ``1e400`` as infinity where the core calls it poison; and it
-allows 1000 levels of nesting where the core allows 1024.
+warns when it is off); and it reads ``1e400`` as infinity where the core calls it poison.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ import uuid
 import warnings
 from typing import TYPE_CHECKING
 
-from babelq.envelope.constants import CORE_META_KEYS, EXTENSION_META_KEYS
+from babelq.envelope.constants import ASCII_WHITESPACE, CORE_META_KEYS, EXTENSION_META_KEYS, MAX_DEPTH
+from babelq.envelope.limits import SHALLOW_JSON_BYTES
 from babelq.spark.json_expr import json_double
 from babelq.spark.session import DUPLICATE_KEYS_CONF
 
@@ -50,8 +55,15 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-_WS = " \t\n\r\x0b\x0c"
+_WS = ASCII_WHITESPACE
 _JSON_WS = " \t\n\r"
+
+#: The deepest nesting Spark's JSON parsers read (Jackson's default ``maxNestingDepth`` in the
+#: Spark 4 line; ``tests/spark`` checks it against the session).
+SPARK_JSON_MAX_DEPTH = 1000
+#: Levels of ``[...]`` put around a body so that Spark's parser refuses exactly the bodies nested
+#: deeper than the envelope's limit.
+_DEPTH_PAD = SPARK_JSON_MAX_DEPTH - MAX_DEPTH
 _P = "__bq_"
 _STRING = "STRING"
 _LONG = "BIGINT"
@@ -93,22 +105,27 @@ def _is_object(variant: Column) -> Column:
     return sf.coalesce(sf.try_variant_get(variant, "$", "struct<>").isNotNull(), _lit(False))
 
 
-def _is_int(kind: Column) -> Column:
-    """A JSON integer: BIGINT, or an integer too large for 64 bits (a scale-0 decimal of 19+ digits)."""
+def _is_int(kind: Column, raw: Column | None = None) -> Column:
+    """A JSON integer: BIGINT, or an integer too large for 64 bits (a scale-0 decimal of 19+
+    digits, or, beyond a decimal's 38 digits, a double whose text ``raw`` is an integer literal)."""
     from pyspark.sql import functions as sf
 
-    return sf.coalesce((kind == _LONG) | kind.rlike(r"^DECIMAL\((19|[2-9]\d|\d{3,}),0\)$"), _lit(False))
+    wide = (kind == _LONG) | kind.rlike(r"^DECIMAL\((19|[2-9]\d|\d{3,}),0\)$")
+    if raw is not None:
+        wide = wide | ((kind == "DOUBLE") & (sf.length(raw) > 38) & raw.rlike(r"^-?[0-9]+$"))
+    return sf.coalesce(wide, _lit(False))
 
 
-def _python_type_name(kind: Column) -> Column:
-    """The Python type name ``json.loads`` would give a value of variant type ``kind``."""
+def _python_type_name(kind: Column, raw: Column | None = None) -> Column:
+    """The Python type name ``json.loads`` would give a value of variant type ``kind`` (``raw``,
+    the value's JSON text, tells an integer of 39+ digits from a float)."""
     from pyspark.sql import functions as sf
 
     return (
         sf.when(kind.isNull() | (kind == "VOID"), _lit("missing"))
         .when(kind == _STRING, _lit("str"))
         .when(kind == "BOOLEAN", _lit("bool"))
-        .when(_is_int(kind), _lit("int"))
+        .when(_is_int(kind, raw), _lit("int"))
         .when(kind.startswith("OBJECT"), _lit("dict"))
         .when(kind.startswith("ARRAY"), _lit("list"))
         .otherwise(_lit("float"))
@@ -166,6 +183,46 @@ _FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _absent(kind: Column) -> Column:
+    """The member is missing or JSON null."""
+    return kind.isNull() | (kind == "VOID")
+
+
+def _int64_reason(label: str, kind: Column, raw: Column) -> tuple[Column, Column]:
+    """(broken, reason) of the int64 rule on a member present and not null, as the core words it."""
+    from pyspark.sql import functions as sf
+
+    reason = sf.when(_is_int(kind, raw), _lit(f"{label} is an integer outside signed 64-bit")).otherwise(
+        sf.concat(_lit(f"{label} is "), _python_type_name(kind, raw), _lit(", not an integer"))
+    )
+    return sf.coalesce(~_absent(kind) & (kind != _LONG), _lit(False)), reason
+
+
+def _maybe_deep(text: Column) -> Column:
+    """Cheap and sound for JSON: long enough, and enough opening brackets, to nest beyond the limit."""
+    from pyspark.sql import functions as sf
+
+    openers = sf.length(text) - sf.length(sf.translate(text, "[{", ""))
+    return sf.coalesce((sf.length(text) > SHALLOW_JSON_BYTES) & (openers > MAX_DEPTH), _lit(False))
+
+
+def _too_deep(text: Column) -> Column:
+    """True when ``text`` is not JSON within the envelope's depth: padded with ``_DEPTH_PAD`` levels,
+    Spark's parser (which stops at ``SPARK_JSON_MAX_DEPTH``) refuses exactly the deeper bodies."""
+    from pyspark.sql import functions as sf
+
+    padded = sf.concat(_lit("[" * _DEPTH_PAD), text, _lit("]" * _DEPTH_PAD))
+    return sf.try_parse_json(padded).isNull()
+
+
+#: Members only the verdict reads, on the exact path: name -> path.
+_CHECKED = {
+    "dead_letter": "$.dead_letter",
+    "dead_letter_failed_at": "$.dead_letter.failed_at",
+    "dead_letter_attempts": "$.dead_letter.attempts",
+}
+
+
 def _fast_envelope_type(data_type: str, dead_letter_type: str, tail: str) -> str:
     """The fast path's envelope type (``tail`` is the sentinel object's key).
 
@@ -207,7 +264,7 @@ def _vouched(text: Column, utf8: Column, parsed: Column, keys: tuple[str, str, s
     from pyspark.sql import functions as sf
 
     items, tail, corrupt = keys
-    plain = ~text.contains('"{') & (~text.contains("\\u") | ~text.rlike(_RISKY_ESCAPE))
+    plain = ~text.contains('"{') & (~text.contains("\\u") | ~text.rlike(_RISKY_ESCAPE)) & ~_maybe_deep(text)
     values = parsed[items]
     whole = (
         parsed[corrupt].isNull()
@@ -278,8 +335,8 @@ def decode(
     """``df`` plus the decoded envelope columns and the consumer verdict.
 
     Added columns: ``urn trace_id id queue lang`` (strings, ``""`` when absent or not a
-    string), ``schema_version created_at`` (longs or null), ``attempts`` (long, 0 when not an
-    integer), ``extensions`` (struct of SPEC section 6 keys; priority 5 by default),
+    string), ``schema_version created_at`` (longs or null), ``attempts`` (long, 0 when not a
+    64-bit integer), ``extensions`` (struct of SPEC section 6 keys; priority 5 by default),
     ``data_json`` (the data object as JSON text, key order kept; on by default unless
     ``data_schema`` is given), ``data`` (a struct of ``data_schema``, read the way
     ``from_json`` reads it, when given), ``dead_letter`` (struct or null), ``accepted``
@@ -402,7 +459,10 @@ def decode(
     )
     nonce_seen = sf.coalesce(sf.try_variant_get(_h("wrapped"), "$[1]", "string") == nonce, _lit(False))
     bad_escape = _h("s").contains("\\u") & _h("s").rlike(_BAD_ESCAPE)
-    out = out.withColumn(_P + "whole", fast_row | (_h("utf8") & nonce_seen & ~bad_escape))
+    # nested deeper than the envelope's limit: "not JSON", as the core says (a second parse, padded,
+    # only for the few rows long and bracket-heavy enough to be that deep)
+    deep = sf.coalesce(sf.when(~fast_row & _maybe_deep(_h("s")), _too_deep(_h("s"))), _lit(False))
+    out = out.withColumn(_P + "whole", fast_row | (_h("utf8") & nonce_seen & ~bad_escape & ~deep))
     whole = _h("whole")
     # poison by the scanner's reading (NaN, a number only infinity holds, a lone surrogate...)
     # although Spark's parser reads it: no fields, and the scanner's reason
@@ -439,10 +499,9 @@ def decode(
         exact_data = sf.when(exact_is_object("$.data"), data_text)
         if typed_data and data_schema is not None:
             exact_data = sf.from_json(exact_data, data_schema)
+    paths = {**{name: path for name, (path, _) in _FIELDS.items()}, **_CHECKED}
     exact = {
-        "v": sf.when(
-            ~fast_row, sf.struct(*[_field(doc, path).alias(name) for name, (path, _) in _FIELDS.items()])
-        ),
+        "v": sf.when(~fast_row, sf.struct(*[_field(doc, path).alias(name) for name, path in paths.items()])),
         "meta_ok": exact_is_object("$.meta"),
         "data_ok": exact_is_object("$.data"),
         "data": exact_data,
@@ -454,7 +513,7 @@ def decode(
     v = _h("x_v")
     out = out.withColumn(
         _P + "kinds",
-        sf.when(~fast_row, sf.struct(*[sf.schema_of_variant(v[name]).alias(name) for name in _FIELDS])),
+        sf.when(~fast_row, sf.struct(*[sf.schema_of_variant(v[name]).alias(name) for name in paths])),
     )
     k = _h("kinds")
     out = out.withColumn(
@@ -479,6 +538,24 @@ def decode(
         "urn", sf.when(fast_row, fast_value("resolved_urn")).otherwise(exact_urn) if fast else exact_urn
     )
     exact_sv = _h("x")["schema_version"]
+
+    def raw(path: str) -> Column:
+        """The member's JSON text (an integer's exact digits), read only where a reason needs it."""
+        return sf.get_json_object(_h("s"), path)
+
+    checks = [
+        _int64_reason("meta.created_at", k["created_at"], raw("$.meta.created_at")),
+        (
+            sf.coalesce(~_absent(k["dead_letter"]) & ~k["dead_letter"].startswith("OBJECT"), _lit(False)),
+            sf.concat(
+                _lit("dead_letter is "),
+                _python_type_name(k["dead_letter"], raw("$.dead_letter")),
+                _lit(", not an object"),
+            ),
+        ),
+        _int64_reason("dead_letter.failed_at", k["dead_letter_failed_at"], raw("$.dead_letter.failed_at")),
+        _int64_reason("dead_letter.attempts", k["dead_letter_attempts"], raw("$.dead_letter.attempts")),
+    ]
     reason = (
         sf.when(fast_row, _lit(None).cast("string"))
         .when(~_h("utf8"), _lit("body is not valid UTF-8"))
@@ -500,16 +577,23 @@ def decode(
         )
         .when(~_h("x_data_ok"), _lit("data is missing or not an object"))
         .when(
-            ~_is_int(k["attempts"]),
-            sf.concat(_lit("attempts is "), _python_type_name(k["attempts"]), _lit(", not an integer")),
+            ~_is_int(k["attempts"], raw("$.attempts")),
+            sf.concat(
+                _lit("attempts is "),
+                _python_type_name(k["attempts"], raw("$.attempts")),
+                _lit(", not an integer"),
+            ),
         )
+        .when(k["attempts"] != _LONG, _lit("attempts is an integer outside signed 64-bit"))
         .when(~_nonblank(typed["trace_id"]), _lit("trace_id is missing or not a non-empty string"))
     )
+    for broken, text_of in checks:
+        reason = reason.when(broken, text_of)
     out = out.withColumn("reject_reason", reason)
     out = out.withColumn("accepted", sf.col("reject_reason").isNull())
 
     priority = typed["priority"]
-    # attempts beyond 64 bits is an integer (accepted) that no long holds: reported as 0.
+    # attempts beyond 64 bits (rejected) is an integer no long holds: reported as 0.
     columns: dict[str, Column] = {
         "trace_id": sf.coalesce(typed["trace_id"], _lit("")),
         "id": sf.coalesce(typed["id"], _lit("")),

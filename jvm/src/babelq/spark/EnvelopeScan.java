@@ -20,7 +20,14 @@ import org.apache.spark.sql.api.java.UDF1;
  *
  * <p>A body the core certainly calls poison where Spark's parser would not (NaN, Infinity, a
  * number beyond a double, an overlong integer, a lone surrogate escape) gets a row with only
- * {@code poison} set: the start of the core's reason.
+ * {@code poison} set: the start of the core's reason. The core measures nesting before it
+ * parses, so such a body nested deeper than {@link JsonScanner#ENVELOPE_MAX_DEPTH} gets the
+ * core's "nested too deeply" reason instead ({@link JsonScanner#nestingDepth}).
+ *
+ * <p>Integer members the standard types as int64 ({@code attempts}, {@code meta.created_at},
+ * {@code dead_letter.failed_at} and {@code dead_letter.attempts}, the last three also null) must
+ * fit one, and {@code dead_letter} must be an object or null; a body breaking that is not
+ * accepted here and the exact path gives the reason.
  *
  * <p>The row's fields, in order (the Python side declares the same type): accepted, urn,
  * trace_id, id, queue, lang, schema_version, created_at, attempts, correlation_id,
@@ -111,8 +118,16 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     try {
       return scan(b, s, typed);
     } catch (JsonScanner.Poison poison) {
-      return poison(poison.reason);
+      return poison(b, poison.reason);
     }
+  }
+
+  /**
+   * The poison row for {@code b}: the core checks the nesting depth before anything the parser
+   * finds, so a body nested too deeply gets that reason whatever else is wrong with it.
+   */
+  private static Row poison(byte[] b, String reason) {
+    return poison(JsonScanner.tooDeep(b) ? JsonScanner.TOO_DEEP_REASON : reason);
   }
 
   private static Row poison(String reason) {
@@ -127,7 +142,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     if (s.peek() != '{') { // not an object: the exact path says what it is, unless it is poison
       s.value(0);
       s.skipWhitespace();
-      return s.atEnd() && s.loneSurrogate ? poison(JsonScanner.NOT_JSON.reason) : null;
+      return s.atEnd() && s.loneSurrogate ? poison(b, JsonScanner.NOT_JSON.reason) : null;
     }
     Keys top = new Keys(b, TOP);
     s.object(1, top);
@@ -136,7 +151,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
       return null;
     }
     if (s.loneSurrogate) {
-      return poison(JsonScanner.NOT_JSON.reason);
+      return poison(b, JsonScanner.NOT_JSON.reason);
     }
     JsonScanner.Value[] v = top.values;
     JsonScanner.Value data = v[DATA];
@@ -182,17 +197,27 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     if (attemptsValue == null || attemptsValue.kind != JsonScanner.INTEGER) {
       return null;
     }
+    Long attempts = JsonScanner.longValue(b, attemptsValue);
+    if (attempts == null) { // beyond signed 64 bits: rejected
+      return null;
+    }
     String traceId = string(b, v[TRACE_ID]);
     if (nonBlank(traceId) == null) {
       return null;
     }
-    Row deadLetter;
-    try {
-      deadLetter = deadLetter(b, v[DEAD_LETTER]);
-    } catch (JsonScanner.Unsure oddBlock) { // accepted, but the exact path reads such a block
+    if (!int64OrNull(b, meta[4])) { // meta.created_at
       return null;
     }
-    Long attempts = JsonScanner.longValue(b, attemptsValue);
+    JsonScanner.Value block = v[DEAD_LETTER];
+    if (block != null && block.kind != JsonScanner.OBJECT && block.kind != JsonScanner.NULL) {
+      return null;
+    }
+    Row deadLetter;
+    try {
+      deadLetter = deadLetter(b, block);
+    } catch (JsonScanner.Unsure oddBlock) { // a field of another type: the exact path decides
+      return null;
+    }
     Long priority = integer(b, meta[9]);
     long level = priority == null ? 5L : priority.longValue();
     return new Object[] {
@@ -204,7 +229,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
       orEmpty(string(b, meta[2])),
       Long.valueOf(1L),
       integer(b, meta[4]),
-      attempts == null ? Long.valueOf(0L) : attempts, // beyond 64 bits: reported as 0
+      attempts,
       string(b, meta[5]),
       string(b, meta[6]),
       integer(b, meta[7]),
@@ -251,6 +276,14 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
 
   private static Long integer(byte[] b, JsonScanner.Value v) {
     return v != null && v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+  }
+
+  /** Absent, null, or an integer that fits signed 64 bits. */
+  private static boolean int64OrNull(byte[] b, JsonScanner.Value v) {
+    if (v == null || v.kind == JsonScanner.NULL) {
+      return true;
+    }
+    return v.kind == JsonScanner.INTEGER && JsonScanner.longValue(b, v) != null;
   }
 
   private static String orEmpty(String s) {

@@ -22,6 +22,16 @@ import java.nio.charset.StandardCharsets;
 final class JsonScanner {
   static final int MAX_DEPTH = 256;
 
+  /**
+   * The envelope's nesting limit, the envelope object being level 1 (the core codec's
+   * {@code babelq.envelope.constants.MAX_DEPTH}): the core calls a deeper body poison.
+   */
+  static final int ENVELOPE_MAX_DEPTH = 512;
+
+  /** The core's reason for a body nested deeper than {@link #ENVELOPE_MAX_DEPTH}. */
+  static final String TOO_DEEP_REASON =
+      "body is not JSON: nested too deeply (more than " + ENVELOPE_MAX_DEPTH + " levels)";
+
   static final int STRING = 1;
   static final int INTEGER = 2;
   static final int FLOAT = 3;
@@ -529,6 +539,48 @@ final class JsonScanner {
       }
     }
     return true;
+  }
+
+  /**
+   * The deepest level of objects and arrays in {@code b}, counted outside strings exactly as the
+   * core codec counts it ({@code babelq.envelope.limits.nesting_depth}), for any bytes: a
+   * {@code "} starts a string running to the next unescaped {@code "} or to the end.
+   */
+  static int nestingDepth(byte[] b) {
+    int depth = 0;
+    int deepest = 0;
+    boolean inString = false;
+    for (int i = 0; i < b.length; i++) {
+      byte c = b[i];
+      if (inString) {
+        if (c == '\\') {
+          i++;
+        } else if (c == '"') {
+          inString = false;
+        }
+      } else if (c == '"') {
+        inString = true;
+      } else if (c == '[' || c == '{') {
+        depth++;
+        if (depth > deepest) {
+          deepest = depth;
+        }
+      } else if (c == ']' || c == '}') {
+        depth--;
+      }
+    }
+    return deepest;
+  }
+
+  /** Whether {@code b} nests deeper than {@link #ENVELOPE_MAX_DEPTH}. */
+  static boolean tooDeep(byte[] b) {
+    int openers = 0;
+    for (byte c : b) {
+      if (c == '[' || c == '{') {
+        openers++;
+      }
+    }
+    return openers > ENVELOPE_MAX_DEPTH && nestingDepth(b) > ENVELOPE_MAX_DEPTH;
   }
 
   /** The value of an integer token as a long, or null when it does not fit in 64 bits. */
