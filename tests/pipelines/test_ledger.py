@@ -43,4 +43,47 @@ def test_postgres_ledger_posts_each_id_once() -> None:
         _exercise(url, prefix=prefix)
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {prefix}processed_ids, {prefix}ledger_entries")
+            tables = ", ".join(f"{prefix}{t}" for t in ("processed_ids", "ledger_entries", "outbox"))
+            conn.execute(f"DROP TABLE IF EXISTS {tables}")
+
+
+@pytest.mark.live
+def test_postgres_ledger_reconnects_when_its_connection_is_killed() -> None:
+    """A dropped connection is an outage, not the batch's fault: the next transaction reconnects."""
+    require_service("postgres")
+    import psycopg
+
+    prefix = f"t_{uuid.uuid4().hex[:8]}_"
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+    ledger = open_ledger(url, prefix=prefix)
+    try:
+        assert ledger.post([_posting("m1", "R1")]) == ["m1"]
+        pid = ledger.conn.info.backend_pid  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert ledger.post([_posting("m2", "R2"), _posting("m1", "R1")]) == ["m2"]
+        assert ledger.totals() == (2, 2, 2)
+    finally:
+        ledger.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            tables = ", ".join(f"{prefix}{t}" for t in ("processed_ids", "ledger_entries", "outbox"))
+            conn.execute(f"DROP TABLE IF EXISTS {tables}")
+
+
+def test_a_ledger_prefix_must_be_an_identifier(tmp_path: Path) -> None:
+    from babelq.errors import ConfigurationError
+
+    for bad in ("1x", "a-b", "x; DROP TABLE y"):
+        with pytest.raises(ConfigurationError, match="ledger prefix"):
+            open_ledger(tmp_path / "l.db", prefix=bad)
+
+
+def test_a_sqlite_ledger_is_owner_only_and_never_creates_directories(tmp_path: Path) -> None:
+    from babelq.errors import ConfigurationError
+
+    ledger = open_ledger(tmp_path / "l.db")
+    ledger.close()
+    assert (tmp_path / "l.db").stat().st_mode & 0o777 == 0o600
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        open_ledger(tmp_path / "missing" / "l.db")
+    assert not (tmp_path / "missing").exists()

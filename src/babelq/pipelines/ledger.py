@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.runtime.outage import RetryPause
 from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
@@ -306,21 +307,20 @@ class Ledger(ABC):
         return fresh, inserted, refused
 
     def _through_outages(self, action: Callable[[], T]) -> T:
-        """Run ``action``; on UnavailableError reconnect and run it again, with backoff, until
-        :attr:`outage_seconds` have passed (then the error is raised)."""
+        """Run ``action``; on UnavailableError reconnect and run it again, with the runtime's capped,
+        jittered pauses, until :attr:`outage_seconds` have passed (then the error is raised)."""
         deadline = time.monotonic() + self.outage_seconds
-        delay = 0.25
-        attempt = 0
+        pauses = RetryPause(first=0.25, cap=10.0)
         while True:
             try:
                 return action()
             except UnavailableError as exc:
-                attempt += 1
+                delay = pauses.next()
                 if time.monotonic() + delay > deadline:
                     raise
-                log.warning("ledger unavailable (attempt %d, retrying in %.1f s): %s", attempt, delay, exc)
+                log.warning("ledger unavailable (attempt %d, retrying in %.1f s): %s",
+                            pauses.failures, delay, exc)
                 time.sleep(delay)
-                delay = min(delay * 2, 10.0)
                 try:
                     self._connect()
                 except UnavailableError as again:
