@@ -91,16 +91,34 @@ def test_a_batch_id_used_for_another_file_is_refused(spark: Any, tmp_path: Path,
 
 
 @pytest.mark.parametrize(
-    "content", [b"a,b,c\n1,2,3\n", bytes(range(256)) * 8], ids=["other columns", "binary garbage"]
+    ("content", "says"),
+    [
+        (b"a,b,c\n1,2,3\n", "missing column(s) payment_reference"),
+        (bytes(range(256)) * 8, "is not UTF-8 text (byte 0x80 at offset 128)"),
+        (b"\n\n", "is empty"),
+    ],
+    ids=["other columns", "binary garbage", "empty"],
 )
-def test_a_file_that_is_not_a_bulk_file_is_refused_naming_the_columns(
-    spark: Any, tmp_path: Path, unique_queue: str, content: bytes
+def test_a_file_that_is_not_a_bulk_file_is_refused_before_spark(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.ingest import check_source
+
+    source = tmp_path / "bulk.csv"
+    source.write_bytes(content)
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        check_source(source)
+
+
+def test_spark_also_checks_the_columns_of_a_header_it_reads_itself(
+    spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
     from babelq.errors import ConfigurationError
     from babelq.pipelines.ingest import ingest
 
     source = tmp_path / "bulk.csv"
-    source.write_bytes(content)
+    source.write_bytes(b"\xef\xbb\xbfa,b\n1,2\n")  # a byte-order mark: Spark reads the header
     with pytest.raises(ConfigurationError, match=re.escape("missing column(s) payment_reference")):
         ingest(spark, source, url=f"sqlite://{tmp_path}/q.db", queue=unique_queue,
                rejects_path=tmp_path / "rejects")

@@ -123,16 +123,41 @@ def check_source(source: str | Path) -> Path:
                 "dataset directory")
     elif not os.access(path, os.R_OK):
         raise ConfigurationError(f"{source}: not readable (permission denied)")
+    elif path.suffix.lower() != ".parquet":
+        _check_csv_head(path)
     return path
+
+
+def _check_csv_head(path: Path) -> None:
+    """Refuse, before Spark starts, a CSV file that is empty, not UTF-8 text or lacks the payment
+    columns (when its header is plain enough to read here; Spark decides the rest)."""
+    with open(path, "rb") as fh:
+        head = fh.read(65_536)
+    if not head.strip():
+        raise ConfigurationError(f"{path}: is empty; a bulk payments file needs a header row and payments")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the end of the sample
+            raise ConfigurationError(
+                f"{path}: is not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); "
+                "a bulk payments file is a UTF-8 CSV or Parquet") from None
+    names = local_csv_header(str(path))
+    if names is not None:
+        _refuse_missing(names, path)
 
 
 def check_columns(df: Any, source: str | Path) -> None:
     """Refuse a bulk file without the payment columns (a CSV of something else, binary garbage)."""
-    missing = [name for name in FIELDS if name not in df.columns]
+    _refuse_missing(list(df.columns), source)
+
+
+def _refuse_missing(columns: list[str], source: str | Path) -> None:
+    missing = [name for name in FIELDS if name not in columns]
     if not missing:
         return
-    found = [c if len(c) <= 30 else c[:29] + "…" for c in df.columns[:6]]
-    shown = ", ".join(repr(c) for c in found) + (", ..." if len(df.columns) > 6 else "") if found else "none"
+    found = [c if len(c) <= 30 else c[:29] + "…" for c in columns[:6]]
+    shown = ", ".join(repr(c) for c in found) + (", ..." if len(columns) > 6 else "") if found else "none"
     raise ConfigurationError(
         f"{source}: missing column(s) {', '.join(missing)} (found {shown}); a bulk payments file needs a "
         f"header with {', '.join(FIELDS)} (optional: {', '.join(OPTIONAL_FIELDS)})"
