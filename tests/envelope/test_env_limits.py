@@ -445,3 +445,70 @@ def test_a_blank_trace_id_is_refused_rather_than_replaced() -> None:
     with pytest.raises(EnvelopeError) as caught:
         make("urn:babel:orders:created", {}, trace_id=" \t")
     assert caught.value.path == "trace_id"
+
+
+@pytest.mark.parametrize("depth", [3, 254, 255, 300, LIMIT])
+def test_long_bodies_keep_integers_exact_through_the_depth_check(depth: int) -> None:
+    """A body over 1,025 bytes is re-encoded by orjson for the depth check; the envelope reuses
+    that for the exact-integer check, which must still find a 30-digit integer orjson widened."""
+    wide = "1" + "0" * 30
+    body = _body(depth, number=wide).replace(b'"trace_id":"t"', b'"trace_id":"' + b"t" * 1100 + b'"')
+    assert len(body) > 1025
+    env = decode(body)
+    assert env.accepts()
+    leaf: Any = env.data["d"]
+    for _ in range(depth - 2):
+        leaf = leaf[0]
+    assert type(leaf) is int and leaf == int(wide)
+    assert env.with_attempts(1).encode() == body.replace(b'"attempts":0', b'"attempts":1')
+
+
+def _reference_depth(data: bytes) -> int:
+    """The depth as a plain state machine, the way babelq's JVM scanner counts it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+_pieces = st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b'\\"', b"a", b",", b"[" * 600, b"]" * 600])
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_pieces, max_size=40))
+def test_the_depth_measure_is_one_definition(parts: list[bytes]) -> None:
+    """Every shortcut (quote splitting, pair deletion, the bracket count) gives the plain state
+    machine's answer, on JSON and on any other bytes."""
+    from babelq.envelope.limits import nesting_depth, too_deep
+
+    data = b"".join(parts)
+    expected = _reference_depth(data)
+    assert nesting_depth(data) == expected
+    assert too_deep(data) is (expected > LIMIT)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values(), wrap=st.integers(min_value=0, max_value=LIMIT + 2))
+def test_the_depth_measure_on_json_texts(value: Any, wrap: int) -> None:
+    from babelq.envelope.limits import nesting_depth, too_deep
+
+    for _ in range(wrap):
+        value = [value]
+    data = wire.dumps_iterative(value)
+    expected = _reference_depth(data)
+    assert nesting_depth(data) == expected
+    assert too_deep(data) is (expected > LIMIT)

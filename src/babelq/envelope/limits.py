@@ -44,23 +44,67 @@ SHALLOW_JSON_BYTES: Final = 2 * MAX_DEPTH + 1
 #: A JSON string, or an unterminated one running to the end (possessive: no backtracking).
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-#: ``[``/``{`` -> 1 and ``]``/``}`` -> 0xFF, which a signed byte array reads as -1.
-_STEPS = bytes(1 if b in b"[{" else 0xFF if b in b"]}" else 0 for b in range(256))
+#: Every opening bracket as ``(`` and every closing one as ``)``.
+_PARENS = bytes.maketrans(b"[{]}", b"(())")
+#: ``(`` -> 1 and ``)`` -> 0xFF, which a signed byte array reads as -1.
+_STEPS = bytes(1 if b == ord("(") else 0xFF if b == ord(")") else 0 for b in range(256))
+
+
+def _outside_strings(data: bytes) -> bytes:
+    """``data`` without its strings. Without a ``\\"`` in it every ``"`` opens or closes a
+    string, so splitting on quotes is exact (and several times faster than the regular
+    expression, which handles escaped quotes)."""
+    if b'\\"' not in data:
+        return b"".join(data.split(b'"')[::2])
+    return _STRING.sub(b"", data)
+
+
+def _brackets(data: bytes) -> bytes:
+    """The brackets of ``data`` outside strings, each as ``(`` or ``)``."""
+    return _outside_strings(data).translate(_PARENS, _NOT_BRACKETS)
+
+
+def _deepest(parens: bytes) -> int:
+    """The highest running level of a ``(``/``)`` sequence, starting at 0 (never below it)."""
+    return max(0, max(accumulate(array("b", parens.translate(_STEPS))), default=0))
 
 
 def nesting_depth(data: bytes) -> int:
     """The deepest level of objects and arrays in ``data``, counted outside strings."""
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    return max(accumulate(array("b", brackets.translate(_STEPS))), default=0)
+    return _deepest(_brackets(data))
+
+
+def opening_brackets(data: bytes) -> int:
+    """How many ``[`` and ``{`` bytes ``data`` holds, strings included (an upper bound of its depth).
+
+    Counted by deleting them: ``bytes.replace`` finds a single byte with ``memchr``, many times
+    faster than ``bytes.count``'s byte-by-byte loop on long bodies (about 1.4 us instead of
+    25 us per 100 KB of base64 text), and returns the bytes themselves when there is nothing
+    to delete.
+    """
+    return 2 * len(data) - len(data.replace(b"[", b"")) - len(data.replace(b"{", b""))
 
 
 def too_deep(data: bytes) -> bool:
     """Whether ``data`` nests deeper than :data:`MAX_DEPTH` (any bytes, JSON or not).
 
-    Counting the brackets (two ``bytes.count`` passes) settles almost every body; only one
-    holding more opening brackets than the limit is measured.
+    Counting the opening brackets settles almost every body. One holding more than the limit
+    (a long table, say) is measured by deleting innermost ``()`` pairs, one level per pass: a
+    JSON text empties in as many passes as it is deep, so a usual one takes a handful. What
+    does not empty (deeper than the limit, or not JSON) is measured exactly.
     """
-    return data.count(b"[") + data.count(b"{") > MAX_DEPTH and nesting_depth(data) > MAX_DEPTH
+    if opening_brackets(data) <= MAX_DEPTH:
+        return False
+    parens = _brackets(data)
+    reduced = parens
+    for _ in range(MAX_DEPTH):
+        if not reduced:
+            return False  # balanced, and at most MAX_DEPTH deep
+        shorter = reduced.replace(b"()", b"")
+        if len(shorter) == len(reduced):
+            break  # unbalanced: not JSON
+        reduced = shorter
+    return bool(reduced) and _deepest(parens) > MAX_DEPTH
 
 
 def _children(value: Any) -> Iterator[tuple[str | int, Any]]:

@@ -11,7 +11,9 @@ odd value costs the full check that names the offending path.
 Both sides keep the envelope within :data:`~babelq.envelope.constants.MAX_DEPTH` levels of
 nesting: ``make`` refuses a deeper payload naming the path, ``decode`` calls a deeper body
 poison. A body shorter than :data:`~babelq.envelope.limits.SHALLOW_JSON_BYTES` cannot be that
-deep, so the usual message pays one length comparison for the check.
+deep, so the usual message pays one length comparison for the check; a longer one is
+re-encoded by orjson (:func:`~babelq.envelope.wire.depth_checked_dump`), which the envelope
+keeps for the exact-integer check the first read of its payload needs anyway.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from babelq.envelope.constants import (
     LANG,
     SCHEMA_VERSION,
 )
-from babelq.envelope.limits import SHALLOW_JSON_BYTES, TOO_DEEP_REASON, too_deep
+from babelq.envelope.limits import SHALLOW_JSON_BYTES, too_deep
 from babelq.envelope.model import Envelope
 from babelq.envelope.payload import (
     NEEDS_STD_ENCODER,
@@ -44,7 +46,7 @@ from babelq.envelope.payload import (
     warn_unsafe_integer,
 )
 from babelq.envelope.urn import KNOWN_GOOD, check_urn
-from babelq.errors import DecodeError, EnvelopeError, URNError
+from babelq.errors import EnvelopeError, URNError
 
 _RESERVED_META = frozenset(CORE_META_KEYS) | FORBIDDEN_META | frozenset(EXTENSION_META_KEYS)
 _now_ns = time.time_ns
@@ -280,8 +282,11 @@ def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
     except orjson.JSONDecodeError:
         doc, exact = wire.loads_fast(raw)  # the standard library's second look, or DecodeError
         return Envelope._decoded(doc, raw, exact)
-    if len(raw) > SHALLOW_JSON_BYTES and too_deep(raw):
-        raise DecodeError(TOO_DEEP_REASON)
+    if len(raw) > SHALLOW_JSON_BYTES:  # could be nested too deeply (raises DecodeError if so)
+        dumped = wire.depth_checked_dump(raw, doc)
+        if doc.__class__ is not dict:
+            raise wire.not_object(doc)
+        return Envelope._decoded(doc, raw, False, dumped)
     if doc.__class__ is not dict:
         raise wire.not_object(doc)
     return Envelope._decoded(doc, raw, False)

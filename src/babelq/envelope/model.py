@@ -37,7 +37,7 @@ class Envelope:
     routing (``urn``, ``trace_id``, ``id``, ``accepts()``) never need to.
     """
 
-    __slots__ = ("_body", "_canonical", "_doc", "_exact", "_floats", "_raw")
+    __slots__ = ("_body", "_canonical", "_doc", "_dumped", "_exact", "_floats", "_raw")
 
     _doc: dict[str, Any]
     _raw: bytes | None
@@ -45,6 +45,7 @@ class Envelope:
     _body: bytes | None
     _canonical: bool
     _exact: bool
+    _dumped: bytes | None
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class Envelope:
         self._body = None
         self._canonical = has_floats is not None
         self._exact = True
+        self._dumped = None
 
     @classmethod
     def _made(cls, doc: dict[str, Any], body: bytes, needs_std: bool) -> Envelope:
@@ -72,10 +74,13 @@ class Envelope:
         env._body = body
         env._canonical = True
         env._exact = True
+        env._dumped = None
         return env
 
     @classmethod
-    def _decoded(cls, doc: dict[str, Any], raw: bytes, exact: bool) -> Envelope:
+    def _decoded(cls, doc: dict[str, Any], raw: bytes, exact: bool, dumped: bytes | None = None) -> Envelope:
+        """``dumped``: orjson's re-encoding of ``doc`` when decode made one (for the depth check),
+        kept for the exact-integer check."""
         env = _new(cls)
         env._doc = doc
         env._raw = raw
@@ -83,6 +88,7 @@ class Envelope:
         env._body = None
         env._canonical = False
         env._exact = exact
+        env._dumped = dumped
         return env
 
     def _settled(self) -> dict[str, Any]:
@@ -90,8 +96,9 @@ class Envelope:
         if not self._exact:
             raw = self._raw
             if raw is not None:
-                self._doc = wire.exact_document(raw, self._doc)
+                self._doc = wire.exact_document(raw, self._doc, self._dumped)
             self._exact = True
+            self._dumped = None
         return self._doc
 
     # -- identity -------------------------------------------------------------------
@@ -266,6 +273,7 @@ class Envelope:
         env._body = None
         env._canonical = True
         env._exact = True
+        env._dumped = None
         return env
 
     def with_attempts(self, attempts: int) -> Envelope:

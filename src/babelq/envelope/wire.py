@@ -313,24 +313,42 @@ def loads_fast(data: bytes) -> tuple[dict[str, Any], bool]:
         doc = _std_loads(data, str(exc))
         exact = True
     else:
-        if len(data) > SHALLOW_JSON_BYTES and too_deep(data):
-            raise DecodeError(TOO_DEEP_REASON)
+        if len(data) > SHALLOW_JSON_BYTES:
+            depth_checked_dump(data, doc)
     if type(doc) is not dict:
         raise not_object(doc)
     return doc, exact
 
 
-def exact_document(data: bytes, doc: dict[str, Any]) -> dict[str, Any]:
+def depth_checked_dump(data: bytes, doc: Any) -> bytes | None:
+    """Raise :class:`DecodeError` if ``data`` (which orjson read as ``doc``) nests deeper than
+    the limit; else return orjson's re-encoding of ``doc`` when it made one.
+
+    orjson writes at most 254 levels, so its re-encoding succeeding settles the depth; that is
+    cheaper than counting the brackets of a long body, and :func:`exact_document` needs the
+    re-encoding anyway when the payload is read, so the decoded envelope keeps it. Only a
+    document deeper than 254 levels is measured on its bytes.
+    """
+    try:
+        return orjson.dumps(doc)
+    except orjson.JSONEncodeError:
+        if too_deep(data):
+            raise DecodeError(TOO_DEEP_REASON) from None
+        return None
+
+
+def exact_document(data: bytes, doc: dict[str, Any], dumped: bytes | None = None) -> dict[str, Any]:
     """``doc`` (parsed from ``data`` by orjson) with every integer read exactly.
 
-    Never raises: ``data`` was read once already, within the depth limit, so the standard
-    library reads it too; should it not, orjson's reading stands.
+    ``dumped`` is orjson's re-encoding of ``doc`` when decode already made one. Never raises:
+    ``data`` was read once already, within the depth limit, so the standard library reads it
+    too; should it not, orjson's reading stands.
     """
     try:
         # A widened integer is a float of magnitude >= 2**63, which orjson writes with an
         # exponent ("1.8446744073709552e+19"). Re-encoding and looking for a "+" (one memchr;
         # rare in JSON text) is the cheapest first filter.
-        suspicious = b"+" in orjson.dumps(doc)
+        suspicious = b"+" in (dumped if dumped is not None else orjson.dumps(doc))
     except orjson.JSONEncodeError:  # nesting beyond orjson's encoding depth (254)
         suspicious = True
     if not suspicious or not may_hold_wide_integer(data):
