@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+import orjson
+
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime.outage import RetryPause
 from babelq.urls import redact, redact_text
@@ -487,19 +489,23 @@ class SQLiteLedger(Ledger):
         )
 
     def _claim_ids(self, ids: Sequence[str], at: int) -> set[str]:
-        return self._returning(
-            f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES (?, ?) "
-            "ON CONFLICT DO NOTHING RETURNING message_id",
-            [(i, at) for i in ids],
-        )
+        # one statement per batch: the ids travel as one JSON array (json_each), RETURNING says
+        # which were new
+        found = self._c.execute(
+            f"INSERT INTO {self.t_ids} (message_id, processed_at) SELECT value, ? FROM json_each(?) "
+            "WHERE true ON CONFLICT DO NOTHING RETURNING message_id",
+            (at, orjson.dumps(list(ids)).decode()),
+        ).fetchall()
+        return {str(r[0]) for r in found}
 
     def _insert_entries(self, postings: Sequence[Posting]) -> set[str]:
-        marks = ",".join("?" * len(_COLUMNS))
-        return self._returning(
-            f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
-            "ON CONFLICT (payment_reference) DO NOTHING RETURNING message_id",
-            [_row(p) for p in postings],
-        )
+        picks = ", ".join(f"value ->> {i}" for i in range(len(_COLUMNS)))
+        found = self._c.execute(
+            f"INSERT INTO {self.t_entries} ({', '.join(_COLUMNS)}) SELECT {picks} FROM json_each(?) "
+            "WHERE true ON CONFLICT (payment_reference) DO NOTHING RETURNING message_id",
+            (orjson.dumps([_row(p) for p in postings]).decode(),),
+        ).fetchall()
+        return {str(r[0]) for r in found}
 
     def _unclaim_ids(self, ids: Sequence[str]) -> None:
         self._c.executemany(f"DELETE FROM {self.t_ids} WHERE message_id = ?", [(i,) for i in ids])

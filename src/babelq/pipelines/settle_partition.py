@@ -196,16 +196,15 @@ def _decide(batch: _Batch, item: _Accepted, processed: set[str]) -> None:
     if mid is not None and mid in processed:
         batch.counts[DUPLICATE, "already_processed"] += 1
         return
-    key = batch.key_of(item)
     if env.is_expired(batch.now):
-        batch.dead(item, key, "failed", "expired", error=f"expired at {env.expire_at}")
+        batch.dead(item, batch.key_of(item), "failed", "expired", error=f"expired at {env.expire_at}")
         return
     data = env.data
     problems = schema_errors(data)
     if not problems and data["validation_result"].get("passed") is not True:
         problems = ["validation_result.passed is not true"]
     if problems:
-        batch.dead(item, key, "failed", "invalid", error="; ".join(problems))
+        batch.dead(item, batch.key_of(item), "failed", "invalid", error="; ".join(problems))
         return
     if item.floor and item.floor > env.attempts:  # the broker counted more deliveries (SQS, SPEC 4)
         env = item.env = env.with_attempts(item.floor)
@@ -216,10 +215,12 @@ def _decide(batch: _Batch, item: _Accepted, processed: set[str]) -> None:
         batch.items[posting.message_id] = item
         return
     if env.attempts + 1 >= config.max_attempts:
-        batch.dead(item, key, "failed", "max_attempts", error=failure, attempts=env.attempts + 1)
+        batch.dead(item, batch.key_of(item), "failed", "max_attempts", error=failure,
+                   attempts=env.attempts + 1)
         return
     body = env.with_attempts(env.attempts + 1).encode()
-    batch.out(Outbound(key, config.queue, body, config.retry_delay_ms), RETRIED, "core_banking")
+    retry = Outbound(batch.key_of(item), config.queue, body, config.retry_delay_ms)
+    batch.out(retry, RETRIED, "core_banking")
 
 
 def _isolated(batch: _Batch, raw: bytes, step: Any, *args: Any) -> Any:
