@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from babelq.envelope import Envelope, decode, original_bytes
 from babelq.envelope.constants import INT64_MAX, INT64_MIN
+from babelq.envelope.limits import nesting_depth
 from babelq.errors import DecodeError
 from babelq.runtime import App, Backoff, Message
 from babelq.runtime.counters import Counters
@@ -181,11 +182,9 @@ _attempts = st.one_of(
 @st.composite
 def accepted_bodies(draw: st.DrawFn) -> bytes:
     data = draw(st.dictionaries(st.text(max_size=6), _json, max_size=5))
-    levels = draw(st.one_of(st.just(0), st.integers(min_value=3, max_value=LIMIT)))
-    if levels:
+    levels = draw(st.one_of(st.just(0), st.just(LIMIT), st.integers(min_value=3, max_value=LIMIT)))
+    if levels:  # data is level 2, so its "deep" list nests down to level ``levels``
         data = {**data, "deep": _deep_data(levels)["d"]}
-        if levels == LIMIT:  # the key holds the list at level 3, so one level less fits
-            data["deep"] = data["deep"][0]
     extra = draw(
         st.dictionaries(
             st.sampled_from(["future", "timestamp", "urn", "dead_letter"]),
@@ -212,6 +211,7 @@ def test_every_body_decode_accepts_can_be_retried_and_dead_lettered(
     body: bytes, max_attempts: int, dead_letter_now: bool
 ) -> None:
     assert decode(body).accepts()
+    assert nesting_depth(body) <= LIMIT
     error = RuntimeError("x")
     outcome = Outcome.dead_letter("failed", error=error) if dead_letter_now else Outcome.failed(error)
     transport, counters = _settle(body, outcome, max_attempts=max_attempts)
