@@ -184,3 +184,26 @@ def test_postgres_refuses_one_posting_and_posts_the_rest(
         assert ledger.totals() == (30, 30, 30)
     finally:
         ledger.close()
+
+
+def test_a_retry_meeting_its_redelivered_original_in_one_batch_is_not_dropped(
+    tmp_path: Path, unique_queue: str
+) -> None:
+    """Found by the SIGKILL test: a killed run retried a message (attempts 1 published, key of
+    attempt 0 claimed) but never acked the original. The original comes back with the retry in
+    one micro-batch: the original is already settled, the retry must still be settled."""
+    config = _config(tmp_path, unique_queue, retry_delay_ms=0)
+    closed = transfer("PAY-CLOSED", unique_queue, creditor_account="12349999")
+    transient = transfer("PAY-T", unique_queue, creditor_account="12340000")
+    first = _run(config, [closed.encode(), transient.encode()])
+    assert first == {("retried", "core_banking"): 2}
+    retries = _drain(config.url, unique_queue)
+    assert sorted(decode(b).attempts for b in retries) == [1, 1]
+    # the originals, never acked, come back in the same batch as their retries
+    again = _run(config, [closed.encode(), transient.encode(), *retries])
+    assert again == {
+        ("duplicate", "already_settled"): 2, ("retried", "core_banking"): 1, ("posted", ""): 1,
+    }
+    [second_retry] = _drain(config.url, unique_queue)
+    assert decode(second_retry).attempts == 2
+    assert _run(config, [second_retry]) == {("dead_lettered", "max_attempts"): 1}

@@ -242,6 +242,7 @@ class Ledger(ABC):
     def _settle_once(self, postings: Sequence[Posting], outbound: Sequence[Outbound], refusal: Refusal,
                      at: int) -> Settled:
         out = Settled()
+        outbound = list({o.key: o for o in reversed(outbound)}.values())[::-1]  # one row per key, first wins
         unique = _first_of_each(postings)
         out.duplicate_ids = len(postings) - len(unique)
         with self._transaction():

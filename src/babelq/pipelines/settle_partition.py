@@ -7,8 +7,10 @@ For every message, in this order:
 1. not decodable / not accepted (poison, unsupported) -> DLQ with the exact bytes kept
    (:func:`~babelq.envelope.poison_record`);
 2. a URN other than ``transfer.requested`` -> DLQ ``unknown_urn``;
-3. a copy of a ``meta.id`` already seen earlier in the same micro-batch -> dropped (a message
-   without a usable id is never taken for a copy);
+3. a copy of a ``meta.id`` *at the same attempts* already seen earlier in the same micro-batch
+   -> dropped (a message without a usable id is never taken for a copy). Two attempts of one
+   message are not copies: a redelivered original and the retry an earlier run published for
+   it can meet in one batch, and dropping the retry would lose the message;
 4. ``meta.id`` already in the processed-ids table (redelivery, replay, redrive) -> dropped;
 5. ``meta.expire_at`` passed -> DLQ (``failed``, cause ``expired``);
 6. data breaking the URN's JSON Schema or not validated by Service A -> DLQ (cause ``invalid``);
@@ -167,7 +169,7 @@ def _usable_id(env: Envelope) -> str | None:
     return value if type(value) is str and value else None
 
 
-def _frame(batch: _Batch, raw: bytes, floor: int, seen: set[str]) -> _Accepted | None:
+def _frame(batch: _Batch, raw: bytes, floor: int, seen: set[tuple[str, int]]) -> _Accepted | None:
     """Steps 1-3 for one body: the accepted transfer, or None when it was settled here."""
     try:
         env = decode(raw)
@@ -183,10 +185,10 @@ def _frame(batch: _Batch, raw: bytes, floor: int, seen: set[str]) -> _Accepted |
         batch.dead(item, batch.key_of(item), "unknown_urn", "unknown_urn", error=f"no handler for {env.urn}")
         return None
     if mid is not None:
-        if mid in seen:
+        if (mid, item.body_attempts) in seen:
             batch.counts[DUPLICATE, "in_batch"] += 1
             return None
-        seen.add(mid)
+        seen.add((mid, item.body_attempts))
     return item
 
 
@@ -240,7 +242,7 @@ def settle_partition(batches: Iterator[Any], config: SettleConfig) -> Iterator[A
     """Settle a micro-batch (one partition); yields one Arrow batch of :data:`OUTCOME_SCHEMA` rows."""
     batch = _Batch(config, now_ms())
     accepted: list[_Accepted] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, int]] = set()
     for arrow in batches:
         names = arrow.schema.names
         bodies = arrow.column(names.index("body")).to_pylist()
