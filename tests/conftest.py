@@ -4,7 +4,9 @@ Live services: a test that needs Redis, RabbitMQ, PostgreSQL... calls :func:`req
 Locally an unreachable server skips the test with a loud reason; with ``BABELQ_REQUIRE_LIVE=1``
 (set by ``.ci/run``) it fails instead, so CI proves every live test ran.
 
-Spark: the ``spark`` fixture is one local SparkSession for the whole test session.
+Spark: the ``spark`` fixture is one local SparkSession for the whole test session;
+``spark_cluster`` is one standalone cluster (a master, two workers) for the tests that need
+separate executors (``tests/cluster.py``).
 
 SQS: ``sqs_endpoint`` / ``sqs_url`` are one moto server for the whole test session, on a free
 127.0.0.1 port over real HTTP. The SQS transport is exercised through boto3 exactly as against
@@ -73,6 +75,26 @@ def spark() -> Iterator[Any]:
     session = get_session(app_name="babelq-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone cluster for the whole session: a master and two workers (1 core, 1 GB
+    each) on 127.0.0.1, from PySpark's own ``spark-class`` (:class:`cluster.StandaloneCluster`).
+
+    Its ``master_url`` is what ``--master`` takes; ``executor_pids()`` lists the executor JVMs the
+    workers launched. One pytest process holds one SparkContext (the local ``spark`` fixture), so
+    jobs reach this cluster through the CLI in subprocesses.
+    """
+    pytest.importorskip("pyspark")
+    from cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _free_port() -> int:

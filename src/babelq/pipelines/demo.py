@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ class DemoResult:
     checks: list[Check] = field(default_factory=list)
     report: Path | None = None
     seconds: float = 0.0
+    ledger: str = ""  #: the ledger (redacted) and, for one the demo did not create, its tables' prefix
 
     @property
     def balanced(self) -> bool:
@@ -154,13 +155,28 @@ def run_demo(
     max_messages_per_batch: int = 100_000,
     retry_delay_ms: int = 200,
     timeout: float = 900.0,
+    ledger: str | None = None,
+    master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
 ) -> DemoResult:
-    """Run the demo end to end; returns the result (``.balanced`` decides the exit code)."""
+    """Run the demo end to end; returns the result (``.balanced`` decides the exit code).
+
+    ``ledger`` defaults to a fresh SQLite file in ``out`` (local mode only); any other ledger
+    (PostgreSQL on a cluster) gets tables of this run's own (prefix ``demo_<run>_``), so the
+    reconciliation counts this run's postings and nothing a previous run left there. ``master``
+    and ``spark_conf`` go to :func:`babelq.spark.session.get_session` when no ``spark`` is given.
+    """
+    from babelq.pipelines.cluster_checks import check_cluster_targets
+
     started = time.perf_counter()
     out_dir = Path(out).resolve()
     _fresh_dir(out_dir)
     url = broker or f"sqlite://{out_dir}/queue.db"
+    ledger_target: str | Path = ledger or out_dir / "ledger.db"
+    ledger_prefix = "" if ledger is None else f"demo_{uuid4()[:8]}_"
     queue = "payments" if url.startswith("sqlite") else f"payments-demo-{uuid4()[:8]}"
+    if ledger is not None:  # an unreachable or malformed --ledger fails now, not after ingest
+        open_ledger(ledger_target, prefix=ledger_prefix).close()
     clock = StageClock()
     with clock.stage("generate") as st:
         generated = generate_bulk_file(out_dir / "payments.csv", rows, seed=seed)
@@ -169,7 +185,14 @@ def run_demo(
         from babelq.spark.session import get_session
 
         with clock.stage("spark.start"):
-            spark = get_session("babelq-demo", **DEMO_SPARK_CONF)
+            spark = get_session("babelq-demo", master=master, **{**DEMO_SPARK_CONF, **(spark_conf or {})})
+        try:  # the master Spark gave (spark-defaults.conf...) may be a cluster the targets do not suit
+            check_cluster_targets(spark.sparkContext.master, broker=url, ledger=ledger_target)
+        except Exception:
+            spark.stop()
+            raise
+    else:
+        check_cluster_targets(spark.sparkContext.master, broker=url, ledger=ledger_target)
     result_ingest = ingest(
         spark,
         generated.path,
@@ -190,7 +213,8 @@ def run_demo(
                 spark,
                 url=url,
                 queue=queue,
-                ledger=out_dir / "ledger.db",
+                ledger=ledger_target,
+                ledger_prefix=ledger_prefix,
                 checkpoint=out_dir / "checkpoint",
                 retry_delay_ms=retry_delay_ms,
                 max_messages_per_batch=max_messages_per_batch,
@@ -203,15 +227,16 @@ def run_demo(
             st.rows = dlq.total
     finally:
         transport.close()
-    ledger = open_ledger(out_dir / "ledger.db")
+    book = open_ledger(ledger_target, prefix=ledger_prefix)
     try:
-        entries, refs, _ids = ledger.totals()
-        doubles = ledger.references_posted_more_than_once()
+        entries, refs, _ids = book.totals()
+        doubles = book.references_posted_more_than_once()
     finally:
-        ledger.close()
+        book.close()
     result = DemoResult(
         out_dir, url, queue, generated, result_ingest, run, dlq, entries, refs, doubles, clock
     )
+    result.ledger = redact(str(ledger_target)) + (f" (tables {ledger_prefix}*)" if ledger_prefix else "")
     result.checks = _checks(result)
     result.seconds = time.perf_counter() - started
     result.report = _report(result)
@@ -248,6 +273,7 @@ def _report(r: DemoResult) -> Path:
     stages = [(s.name, s.seconds, s.rows) for s in r.clock.stages if s.rows]
     summary: list[tuple[str, object]] = [
         ("broker", redact(r.broker)),
+        ("ledger", r.ledger),
         ("queue", r.queue),
         ("rows", r.generated.rows),
         ("total seconds", f"{r.seconds:.1f}"),

@@ -1,33 +1,172 @@
-"""One place that builds the local SparkSession babelq's jobs, CLI and tests use.
+"""One place that builds the SparkSession babelq's jobs, CLI and tests use, on any master.
 
-Local mode is the embedded default; on a cluster pass ``master=None`` (or an existing
-session to the jobs) and Spark's own configuration wins.
+**Which master** (the first that applies):
+
+1. the ``master`` argument (the CLI's ``--master``), else ``spark.master`` among the settings
+   (the CLI's ``--conf spark.master=...``);
+2. ``$BABELQ_SPARK_MASTER``;
+3. a master Spark was already given: spark-submit's ``--master`` (also through
+   ``PYSPARK_SUBMIT_ARGS``), ``spark.master`` in ``spark-defaults.conf`` (``$SPARK_CONF_DIR``),
+   Spark's own ``$MASTER``;
+4. ``local[2]``, the embedded default.
+
+Why the fallback is handed to Spark as ``$MASTER`` instead of as a setting: spark-submit, which
+also launches the JVM of a plain ``python`` process, takes ``--master``, then ``spark.master``
+from ``--conf`` and ``spark-defaults.conf``, then ``$MASTER``, then ``local[*]``. A master passed
+as a setting beats all of those, which is how babelq used to force ``local[2]`` over a cluster.
+Giving ``local[2]`` as ``$MASTER`` (only while this process launches its JVM, only when the
+variable is unset) puts it exactly under everything a person can configure, without babelq
+reading Spark's files itself. Under spark-submit the JVM is already running with its master;
+babelq then sets none unless told to (1 or 2).
+
+**Executors without babelq.** On a non-local master the executors' Python may not have babelq
+installed. :func:`get_session` zips the package the driver runs (its Python code and its jar,
+:func:`package_zip`, cached by content) and adds it with ``SparkContext.addPyFile``, Spark's own
+``--py-files`` mechanism: every task (and the data source's Python workers) gets it on
+``sys.path``. It must happen before anything captures the context's Python includes (a data
+source registered earlier would not see it), which is why it happens here, inside session
+creation. ``--conf spark.babelq.shipPackage=false`` turns it off (babelq installed on every
+host, or shipped in a packed environment with ``spark.archives``). babelq's dependencies
+(orjson, pyarrow, redis...) are not shipped: they are the executors' environment's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import shutil
 import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: the Spark setting that makes the VARIANT parser keep the last of repeated keys (as the core does)
 DUPLICATE_KEYS_CONF = "spark.sql.variant.allowDuplicateKeys"
+#: environment variable naming the master babelq's commands use (below --master, above Spark's own)
+MASTER_ENV = "BABELQ_SPARK_MASTER"
+#: the master when nobody named one
+LOCAL_FALLBACK = "local[2]"
+#: set to false to stop get_session shipping the babelq package to a cluster's executors
+SHIP_PACKAGE_CONF = "spark.babelq.shipPackage"
+#: the interpreter executors run; PySpark reads it from $PYSPARK_PYTHON only, so a setting is copied there
+PYTHON_CONF = "spark.pyspark.python"
+#: the executors' PYTHONPATH, where the shipped zip goes (see get_session)
+EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
+
+_FALSE = frozenset({"false", "0", "no", "off"})
 
 
-def get_session(app_name: str = "babelq", master: str | None = "local[2]", **conf: str) -> Any:
-    """Return the active SparkSession or build a small local one.
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs every task inside the driver's JVM (``local``, ``local[N]``, ``local[N,F]``).
 
-    Spark's Python workers run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may
-    not have babelq installed), so we point it at this interpreter unless the caller set it.
+    Then executors share the driver's working directory, files and Python. ``local-cluster[...]``
+    is not local in this sense: its executors are separate JVMs in their own directories.
     """
+    return master == "local" or master.startswith("local[")
+
+
+def explicit_master(master: str | None = None, conf: Mapping[str, str] | None = None) -> str | None:
+    """The master the caller chose: ``master``, else ``conf["spark.master"]``, else ``$BABELQ_SPARK_MASTER``.
+
+    None leaves the choice to Spark's own configuration, then to :data:`LOCAL_FALLBACK`.
+    """
+    for candidate in (master, (conf or {}).get("spark.master"), os.environ.get(MASTER_ENV)):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    return None
+
+
+def _jvm_running() -> bool:
+    """Whether this process already has a Py4J gateway (spark-submit started it, or an earlier session)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _other_python() -> bool:
+    """Whether Spark's Python workers will run an interpreter other than this one (which has babelq)."""
+    chosen = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return os.path.abspath(shutil.which(chosen) or chosen) != os.path.abspath(sys.executable)
+
+
+def _shipping(settings: Mapping[str, str], given: Any = None) -> bool:
+    """Whether babelq ships its package: ``spark.babelq.shipPackage`` from the caller's settings,
+    else from what Spark was given (``spark-defaults.conf``...); on unless false."""
+    value = settings.get(SHIP_PACKAGE_CONF)
+    if value is None and given is not None:
+        value = given.get(SHIP_PACKAGE_CONF, None)
+    return (value or "true").strip().lower() not in _FALSE
+
+
+@contextmanager
+def _launch_env(chosen: str | None, settings: Mapping[str, str]) -> Iterator[None]:
+    """The environment of a JVM this process launches inside the block (restored afterwards).
+
+    * ``$MASTER`` = :data:`LOCAL_FALLBACK` when no master was named and ``$MASTER`` is unset:
+      Spark's lowest-ranked master, so whatever else Spark was given wins.
+    * the babelq zip first on ``$PYTHONPATH`` when the master is a named cluster or the Python
+      workers run another interpreter: Spark starts some Python workers on the driver with the
+      JVM's own environment (the data source's planning, the streaming reader), and they must
+      import babelq even where ``PYSPARK_PYTHON`` has none.
+    """
+    saved = {name: os.environ.get(name) for name in ("MASTER", "PYTHONPATH")}
+    if chosen is None and "MASTER" not in os.environ:
+        os.environ["MASTER"] = LOCAL_FALLBACK
+    if _shipping(settings) and ((chosen is not None and not is_local_master(chosen)) or _other_python()):
+        current = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(package_zip()), *([current] if current else [])])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[str, Any]:
+    """Launch the JVM if this process has none, and return the master the session will run on
+    (and the JVM's view of Spark's settings) before any SparkContext exists, while executor
+    settings can still be added."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return str(active.master), active.getConf()
+    launch = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        launch.set(key, value)
+    if _jvm_running():  # ours from an earlier session, or spark-submit's: connect, launch nothing
+        SparkContext._ensure_initialized()
+    else:
+        with _launch_env(chosen, settings):
+            SparkContext._ensure_initialized(conf=launch)
+    given = SparkConf()  # the JVM's system properties: what spark-submit resolved, defaults included
+    return chosen or str(given.get("spark.master", LOCAL_FALLBACK)), given
+
+
+def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
+    """Return the active SparkSession or build one on the master the precedence above picks.
+
+    ``conf`` are Spark settings; they win over babelq's defaults below. Spark's Python workers
+    run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may not have babelq installed),
+    so we point it at this interpreter unless the caller set it or gave ``spark.pyspark.python``.
+    """
+    if conf.get(PYTHON_CONF):
+        os.environ["PYSPARK_PYTHON"] = conf[PYTHON_CONF]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
-    defaults = {
+    chosen = explicit_master(master, conf)
+    settings = {
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -43,14 +182,114 @@ def get_session(app_name: str = "babelq", master: str | None = "local[2]", **con
         # babelq.spark.decode would then call an otherwise valid body poison.
         DUPLICATE_KEYS_CONF: "true",
     }
-    defaults.update(conf)
+    settings.update({k: v for k, v in conf.items() if k != "spark.master"})
+    if chosen:
+        settings["spark.master"] = chosen
     # babelq's JVM helpers (babelq.spark.jvm): the envelope scanner and Python's float repr
     from babelq.spark.jvm import jar_path
 
-    jars = [j for j in defaults.get("spark.jars", "").split(",") if j]
-    defaults["spark.jars"] = ",".join([*jars, jar_path()] if jar_path() not in jars else jars)
-    for key, value in defaults.items():
+    jars = [j for j in settings.get("spark.jars", "").split(",") if j]
+    settings["spark.jars"] = ",".join([*jars, jar_path()] if jar_path() not in jars else jars)
+    resolved, given = _resolve_master(chosen, settings)
+    bundle = None
+    if not is_local_master(resolved) and _shipping(settings, given):
+        bundle = package_zip()
+        # Every executor's Python workers get it on their path, relative to the executor's working
+        # directory, where Spark fetches added files. addPyFile's includes (below) reach only the
+        # functions PySpark pickles; the JVM builds the data source's read and commit functions
+        # without them.
+        present = settings.get(EXECUTOR_PYTHONPATH) or given.get(EXECUTOR_PYTHONPATH, None)
+        settings[EXECUTOR_PYTHONPATH] = os.pathsep.join([bundle.name, *([present] if present else [])])
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    sc = session.sparkContext
+    sc.setLogLevel("ERROR")
+    if bundle is not None:
+        if bundle.name not in (sc._python_includes or []):
+            sc.addPyFile(str(bundle))  # Spark's --py-files, at run time: every executor fetches it
+        log.info("shipping %s to the executors", bundle)
+    elif not is_local_master(str(sc.master)):
+        log.info("%s is false: the executors must have babelq installed", SHIP_PACKAGE_CONF)
+    log.info("Spark master %s (application %s)", sc.master, sc.applicationId)
     return session
+
+
+def ship_package(sc: Any) -> Path | None:
+    """Add the babelq package (:func:`package_zip`) to a running context's Python files, unless
+    ``spark.babelq.shipPackage`` is false. For a session :func:`get_session` did not build (it
+    does this itself, and more: see the module's docstring). Returns the file, None when off."""
+    if not _shipping({}, sc.getConf()):
+        return None
+    bundle = package_zip()
+    if bundle.name not in (sc._python_includes or []):
+        sc.addPyFile(str(bundle))
+    return bundle
+
+
+def _package_files(package_dir: Path) -> list[tuple[str, Path]]:
+    """``(name in the zip, file)`` for every file of the package but compiled bytecode, sorted."""
+    files = []
+    for path in package_dir.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+            files.append((f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}", path))
+    return sorted(files)
+
+
+def _cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/babelq`` (``~/.cache/babelq``), owner-only; a private temporary directory
+    when that cannot be made (no home, read-only home). Never a shared, guessable directory: a
+    file planted there would run on every executor."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "babelq"
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not os.access(path, os.W_OK):
+            raise PermissionError(path)
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="babelq-pyfiles-"))
+    return path
+
+
+def package_zip(package_dir: Path | None = None, cache_dir: Path | None = None) -> Path:
+    """A zip of the babelq package (or of ``package_dir``) that Python can import from.
+
+    Named by the package's version and the SHA-256 of its files, so an unchanged package reuses
+    the cached file and an edited one (an editable install) gets a new name: Spark refuses to
+    add a second, different file under a name it already shipped. Written to a temporary name
+    and renamed, so concurrent sessions never see half a zip.
+    """
+    if package_dir is None:
+        import babelq
+
+        package_dir = Path(babelq.__file__).resolve().parent
+    files = _package_files(package_dir)
+    if not files:
+        raise FileNotFoundError(f"no package files under {package_dir} to ship to the executors")
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode() + b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    from babelq import __version__
+
+    directory = cache_dir if cache_dir is not None else _cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{package_dir.name}-{__version__}-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    fd, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(scratch, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name, path in files:
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                zf.writestr(info, path.read_bytes())
+        os.replace(scratch, target)
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+    return target

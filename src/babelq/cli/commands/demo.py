@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, broker_url, write
+from babelq.cli.spark_options import check_before_spark, spark_arguments
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -35,6 +37,14 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--batch", type=int, default=100_000, help="max messages per settle micro-batch (default %(default)s)"
     )
+    parser.add_argument(
+        "--ledger",
+        metavar="URL",
+        default=None,
+        help="the ledger: postgresql://... (needed on a cluster; this run gets tables of its own) or an "
+        "SQLite file (default: ledger.db in --out, local mode only)",
+    )
+    spark_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -55,13 +65,19 @@ def run(args: argparse.Namespace) -> int:
     if args.rows < 1:
         print("babelq demo: --rows must be >= 1", file=sys.stderr)
         return 2
+    broker = broker_url(args)
+    # --conf syntax; a named cluster master vs the SQLite ledger (the default) or a relative SQLite broker
+    conf = check_before_spark(args, broker=broker, ledger=args.ledger or Path(args.out, "ledger.db"))
     show_progress()
     result = run_demo(
         rows=args.rows,
         out=args.out,
-        broker=broker_url(args),
+        broker=broker,
         seed=args.seed,
         max_messages_per_batch=args.batch,
+        ledger=args.ledger,
+        master=args.master,
+        spark_conf=conf,
     )
     write(render_text(result))
     return 0 if result.balanced else 1

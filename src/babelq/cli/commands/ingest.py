@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.spark_options import check_before_spark, spark_arguments, start_spark
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -46,6 +47,7 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="publish a batch the journal says is finished again (same meta.ids: consumers drop the copies)",
     )
+    spark_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -86,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from babelq.errors import ConfigurationError
     from babelq.pipelines.ingest import ingest, plan_batch
     from babelq.pipelines.journal import IngestJournal, default_journal
-    from babelq.spark.session import get_session
 
     url = required_broker_url(args)
+    check_before_spark(args, broker=url)  # --conf syntax; a named cluster master vs a relative SQLite path
     if args.ttl < 1:
         raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     journal = args.journal or default_journal(args.rejects)
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         spark = None
     else:
         show_progress()
-        spark = get_session("babelq-ingest")
+        spark = start_spark(args, "babelq-ingest", broker=url)
     result = ingest(
         spark,
         args.file,

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.spark_options import check_before_spark, spark_arguments, start_spark
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -37,6 +38,7 @@ def register(subparsers: Subparsers) -> None:
         help="lease of the messages a micro-batch holds (renewed while it runs); a killed run's "
         "messages come back after it (default %(default)s)",
     )
+    spark_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -45,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
     from babelq.errors import ConfigurationError
     from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import settle
-    from babelq.spark.session import get_session
 
     url = required_broker_url(args)
+    # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger
+    check_before_spark(args, broker=url, ledger=args.ledger)
     for option, value in (("--batch", args.batch), ("--max-attempts", args.max_attempts)):
         if value < 1:
             raise ConfigurationError(f"{option}: must be at least 1, got {value}")
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     open_ledger(args.ledger).close()  # a bad --ledger fails now, before Spark starts
     show_progress()
     result = settle(
-        get_session("babelq-settle"),
+        start_spark(args, "babelq-settle", broker=url, ledger=args.ledger),
         url=url,
         queue=args.queue,
         ledger=args.ledger,

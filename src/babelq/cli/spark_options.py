@@ -1,0 +1,100 @@
+"""The Spark options shared by ``babelq demo``, ``ingest`` and ``settle``: ``--master`` and ``--conf``.
+
+One way to pick the engine for every command that runs Spark: the commands add these options
+with :func:`spark_arguments` and get their session from :func:`start_spark`, which hands the
+master to :func:`babelq.spark.session.get_session` (the one place that decides between
+``--master``, ``$BABELQ_SPARK_MASTER``, the master Spark was given and ``local[2]``) and refuses
+broker and ledger targets the executors of a cluster could not share, both before Spark starts
+(when the master is named) and on the master the session really got.
+
+Kept out of :mod:`babelq.cli.commands` because only the Spark commands need it; importing it
+is cheap (pyspark is imported only when a session starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--master URL`` and the repeatable ``--conf KEY=VALUE``."""
+    group = parser.add_argument_group("Spark")
+    group.add_argument(
+        "--master",
+        metavar="URL",
+        default=None,
+        help="Spark master, e.g. spark://host:7077 or local[4] (default: $BABELQ_SPARK_MASTER, else the "
+        "master spark-submit or spark-defaults.conf gives, else local[2])",
+    )
+    group.add_argument(
+        "--conf",
+        metavar="KEY=VALUE",
+        action="append",
+        dest="spark_conf",
+        default=[],
+        help="a Spark setting, repeatable (e.g. spark.executor.memory=2g)",
+    )
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--conf`` settings as a dict (the last of a repeated key wins, as in spark-submit).
+
+    A malformed item is a one-line ConfigurationError naming it: without ``=``, with an empty or
+    spaced key, or a key outside ``spark.*`` (spark-submit would only warn and drop it, so the
+    run would silently go without the setting).
+    """
+    from babelq.errors import ConfigurationError
+
+    conf: dict[str, str] = {}
+    for item in getattr(args, "spark_conf", None) or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(c.isspace() for c in key):
+            raise ConfigurationError(
+                f"--conf {item!r}: expected KEY=VALUE, e.g. --conf spark.executor.memory=2g"
+            )
+        if not key.startswith("spark."):
+            raise ConfigurationError(f"--conf {item!r}: Spark settings start with 'spark.'")
+        conf[key] = value
+    return conf
+
+
+def check_before_spark(
+    args: argparse.Namespace, *, broker: str | None = None, ledger: str | Path | None = None
+) -> dict[str, str]:
+    """Parse ``--conf`` and, when the master is named, refuse unshareable targets now, before a JVM
+    starts. Returns the settings."""
+    from babelq.pipelines.cluster_checks import check_cluster_targets
+    from babelq.spark.session import explicit_master
+
+    conf = spark_conf(args)
+    check_cluster_targets(explicit_master(args.master, conf), broker=broker, ledger=ledger)
+    return conf
+
+
+def start_spark(
+    args: argparse.Namespace,
+    app_name: str,
+    *,
+    broker: str | None = None,
+    ledger: str | Path | None = None,
+    defaults: Mapping[str, str] | None = None,
+) -> Any:
+    """The command's SparkSession on the chosen master, after the checks of :func:`check_before_spark`;
+    the targets are checked again on the master Spark actually gave (a session refused then is
+    stopped before the error is raised)."""
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.cluster_checks import check_cluster_targets
+    from babelq.spark.session import get_session
+
+    conf = {**(defaults or {}), **check_before_spark(args, broker=broker, ledger=ledger)}
+    spark = get_session(app_name, master=args.master, **conf)
+    try:
+        check_cluster_targets(spark.sparkContext.master, broker=broker, ledger=ledger)
+    except ConfigurationError:
+        spark.stop()
+        raise
+    return spark
