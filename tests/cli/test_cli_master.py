@@ -10,6 +10,7 @@ On a real cluster: ``tests/pipelines/test_cluster_ingest.py``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,14 @@ def test_demo_runs_on_the_named_master_with_a_postgresql_ledger(tmp_path: Path) 
     assert "BALANCED" in done.stdout and "NOT BALANCED" not in done.stdout
     assert read_event_log(events).master == "local[1]"
     assert not (tmp_path / "out" / "ledger.db").exists()  # the ledger was PostgreSQL
+    # ... in tables of this run's own, which the output names; drop them
+    prefix = re.search(r"^ledger: .* \(tables (demo_[0-9a-f]+_)\*\)$", done.stdout, re.M)
+    assert prefix, done.stdout
+    import psycopg
+
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        for table in ("processed_ids", "ledger_entries", "outbox"):
+            conn.execute(f"DROP TABLE {prefix.group(1)}{table}")
 
 
 @pytest.mark.slow

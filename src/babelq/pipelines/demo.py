@@ -315,6 +315,7 @@ def render_text(r: DemoResult) -> str:
     lines += [
         "",
         f"total {r.seconds:.1f} s; report: {r.report}",
+        *([f"ledger: {r.ledger}"] if r.ledger else []),
         "BALANCED" if r.balanced else "NOT BALANCED",
         "",
     ]
