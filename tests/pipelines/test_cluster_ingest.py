@@ -21,13 +21,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster import event_log_conf, make_bare_python, read_event_log, spark_home
+from cluster import event_log_conf, make_bare_python, read_event_log, spark_home, wait_for
 from conftest import ROOT, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
@@ -97,6 +98,15 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
     )
 
 
+def start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """:func:`run`, without waiting."""
+    full = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    full.update({"SPARK_LOCAL_IP": "127.0.0.1", **env})
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=full
+    )
+
+
 def ingest_args(bulk: Any, queue: str, tmp_path: Path) -> list[str]:
     rejects = str(tmp_path / "rejects")
     return ["ingest", str(bulk.path), "--broker", REDIS, "--queue", queue, "--rejects", rejects]
@@ -139,15 +149,28 @@ def test_ingest_and_settle_with_master_run_on_the_cluster_executors_without_babe
     assert_ran_on_executors(spark_cluster, tmp_path / "ingest-events", "babelq-ingest")
 
     # settle reads through the data source's streaming reader, whose Python functions the JVM
-    # builds without PySpark's includes: the executors' PYTHONPATH must carry the package too
-    done = run(
+    # builds without PySpark's includes: the executors' PYTHONPATH must carry the package too.
+    # While it runs, the fixture's handle sees its executor JVMs (what a SIGKILL test needs).
+    settling = start(
         [str(BABELQ), "settle", "--broker", REDIS, "--queue", queue, "--ledger", ledger,
          "--checkpoint", str(tmp_path / "checkpoint"), "--retry-delay-ms", "200", "--timeout", "300",
          "--master", spark_cluster.master_url, *QUICK_JIT, *event_log_conf(tmp_path / "settle-events")],
         tmp_path,
         bare,
     )
-    assert done.returncode == 0 and "drained" in done.stdout, done.stderr[-4000:]
+    seen: list[Any] = []
+    deadline = time.monotonic() + 120
+    while not seen and settling.poll() is None and time.monotonic() < deadline:
+        seen = spark_cluster.executor_pids()
+        time.sleep(0.2)
+    stdout, stderr = settling.communicate(timeout=400)
+    assert settling.returncode == 0 and "drained" in stdout, stderr[-4000:]
+    assert seen, "no executor JVM seen while settle ran"
+    assert {e.worker for e in seen} <= {0, 1} and all(e.app_id.startswith("app-") for e in seen)
+    app_id = seen[0].app_id  # the application ended: its executors go too
+    wait_for(lambda: not spark_cluster.executor_pids(app_id), 60, f"the executors of {app_id} to exit")
+    with pytest.raises(ValueError, match="not an executor"):
+        spark_cluster.kill_executor(os.getpid())
     import psycopg
 
     with psycopg.connect(POSTGRES) as conn:

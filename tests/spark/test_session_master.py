@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -114,9 +115,9 @@ def test_package_zip_holds_the_package_and_is_cached(tmp_path: Path) -> None:
     assert "babelq/spark/jvm/babelq-spark.jar" in names  # package data travels with the code
     assert "babelq/py.typed" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
-    stamp = first.stat().st_mtime_ns
+    inode = first.stat().st_ino
     again = spark_session.package_zip(cache_dir=tmp_path)
-    assert again == first and again.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert again == first and again.stat().st_ino == inode  # reused, not rebuilt (a rebuild is renamed in)
 
 
 def test_package_zip_name_follows_the_content(tmp_path: Path) -> None:
@@ -146,3 +147,21 @@ def test_package_zip_is_importable_where_babelq_is_not_installed(tmp_path: Path,
     lines = done.stdout.decode().splitlines()
     assert lines[0] == "not installed"
     assert lines[1].startswith(str(bundle))
+
+
+def test_package_zip_prunes_zips_unused_for_two_weeks(tmp_path: Path) -> None:
+    package = tmp_path / "src" / "babelq"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("X = 1\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    stale, recent = cache / "babelq-0.0.1-stale.zip", cache / "babelq-0.0.1-recent.zip"
+    for old in (stale, recent):
+        old.write_bytes(b"PK")
+    month_ago = time.time() - 30 * 86_400
+    os.utime(stale, (month_ago, month_ago))
+    made = spark_session.package_zip(package_dir=package, cache_dir=cache)
+    assert made.exists() and recent.exists() and not stale.exists()
+    os.utime(made, (month_ago, month_ago))
+    assert spark_session.package_zip(package_dir=package, cache_dir=cache) == made
+    assert made.stat().st_mtime > month_ago + 86_400  # reuse counts as use

@@ -139,6 +139,9 @@ def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[st
 
     active = SparkContext._active_spark_context
     if active is not None:
+        if chosen is not None and chosen != active.master:
+            log.warning("a SparkContext on %s is already running in this process; %s is not used",
+                        active.master, chosen)
         return str(active.master), active.getConf()
     launch = SparkConf(loadDefaults=False)
     for key, value in settings.items():
@@ -252,6 +255,25 @@ def _cache_dir() -> Path:
     return path
 
 
+#: a cached zip nobody used for this long is deleted when a new one is built (a running application
+#: whose executors may still fetch one has used it more recently: every session touches its zip)
+PRUNE_AFTER_SECONDS = 14 * 86_400
+
+
+def _prune(directory: Path, keep: Path) -> None:
+    """Delete zips of earlier package contents unused for :data:`PRUNE_AFTER_SECONDS` (an editable
+    install makes a new one per edit)."""
+    import time
+
+    cutoff = time.time() - PRUNE_AFTER_SECONDS
+    for old in directory.glob(f"{keep.name.split('-')[0]}-*.zip"):
+        try:
+            if old != keep and old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:  # another session pruned or touched it first
+            continue
+
+
 def package_zip(package_dir: Path | None = None, cache_dir: Path | None = None) -> Path:
     """A zip of the babelq package (or of ``package_dir``) that Python can import from.
 
@@ -278,7 +300,9 @@ def package_zip(package_dir: Path | None = None, cache_dir: Path | None = None) 
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{package_dir.name}-{__version__}-{digest.hexdigest()[:16]}.zip"
     if target.exists():
+        os.utime(target)  # in use: _prune keeps it
         return target
+    _prune(directory, keep=target)
     fd, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     os.close(fd)
     try:
