@@ -21,13 +21,24 @@ babelq then sets none unless told to (1 or 2).
 
 **Executors without babelq.** On a non-local master the executors' Python may not have babelq
 installed. :func:`get_session` zips the package the driver runs (its Python code and its jar,
-:func:`package_zip`, cached by content) and adds it with ``SparkContext.addPyFile``, Spark's own
-``--py-files`` mechanism: every task (and the data source's Python workers) gets it on
-``sys.path``. It must happen before anything captures the context's Python includes (a data
-source registered earlier would not see it), which is why it happens here, inside session
-creation. ``--conf spark.babelq.shipPackage=false`` turns it off (babelq installed on every
-host, or shipped in a packed environment with ``spark.archives``). babelq's dependencies
-(orjson, pyarrow, redis...) are not shipped: they are the executors' environment's.
+:func:`package_zip`, cached by content) and ships it through Spark's own mechanisms, three ways
+because PySpark runs Python in three kinds of places:
+
+* ``SparkContext.addPyFile`` (what ``--py-files`` does): every executor fetches the file, and the
+  functions PySpark pickles (UDFs, the data source's writer) carry it as an include. It must
+  happen before anything captures the context's includes (a data source registered earlier
+  would not see it), hence here, inside session creation;
+* ``spark.executorEnv.PYTHONPATH`` naming the file, relative to the executor's working directory
+  where Spark fetches it: the JVM builds the data source's read and commit functions itself,
+  without includes. Executor settings only count before the SparkContext exists, so the JVM is
+  launched first (:func:`_resolve_master`) to learn the master, then the context is created;
+* the file on the ``$PYTHONPATH`` of a JVM this process launches for a named cluster master or a
+  different ``PYSPARK_PYTHON``: the Python workers Spark starts on the driver (the data source's
+  planning, the streaming reader) take the JVM's own environment.
+
+``--conf spark.babelq.shipPackage=false`` turns it off (babelq installed on every host, or in a
+packed environment shipped with ``spark.archives``). babelq's dependencies (orjson, pyarrow,
+redis...) are not shipped: they are the executors' environment's.
 """
 
 from __future__ import annotations
