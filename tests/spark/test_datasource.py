@@ -13,6 +13,7 @@ from babelq.errors import ConfigurationError
 from babelq.spark.datasource import SourceOptions
 from babelq.spark.datasource.connect import reserving_options
 from babelq.spark.datasource.options import DEFAULT_VISIBILITY_TIMEOUT
+from babelq.spark.datasource.slots import Plan, shares, slot_tag
 
 
 def test_missing_or_bad_options_fail_clearly() -> None:
@@ -37,8 +38,36 @@ def test_option_names_are_case_insensitive() -> None:
 @pytest.mark.parametrize("url", ["sqlite:///x.db", "redis://127.0.0.1:6379/0", "sqs://?region=eu-west-1"])
 def test_leased_transports_get_the_visibility_timeout(url: str) -> None:
     opts = SourceOptions.parse({"url": url, "queue": "q", "visibilityTimeout": "12.5"})
+    # a reader never creates an SQLite queue database (issue 11)
+    expected = {"visibility_timeout": 12.5, **({"create": False} if url.startswith("sqlite") else {})}
     for snapshot in (False, True):
-        assert reserving_options(opts, max_held=100, snapshot=snapshot) == {"visibility_timeout": 12.5}
+        assert reserving_options(opts, max_held=100, snapshot=snapshot) == expected
+
+
+def test_slots_share_a_batch_evenly_and_split_big_ones() -> None:
+    assert shares(0, 2, 100) == ()
+    assert shares(1, 2, 100) == (1,)  # never an empty slot
+    assert shares(7, 2, 100) == (4, 3)
+    assert shares(20_000, 1, 50_000) == (20_000,)
+    assert shares(120_000, 2, 50_000) == (40_000, 40_000, 40_000)  # at most 50k per partition
+    opts = SourceOptions.parse({"url": "sqlite:///x.db", "queue": "q", "maxMessagesPerPartition": "10"})
+    assert opts.max_messages_per_partition == 10
+
+
+def test_slot_tags_are_fixed_by_queue_run_batch_and_slot() -> None:
+    run = "a" * 32
+    tag = slot_tag("q", run, 3, 1)
+    assert len(tag) == 32 and int(tag, 16) >= 0
+    assert slot_tag("q", run, 3, 1) == tag  # any process derives the same tag from the offset
+    others = {
+        slot_tag("q", run, 3, 0), slot_tag("q", run, 4, 1), slot_tag("r", run, 3, 1),
+        slot_tag("q", "b" * 32, 3, 1),
+    }  # fmt: skip
+    assert tag not in others and len(others) == 4
+    plan = Plan(3, run, (5, 4))
+    assert Plan.from_offset(plan.offset()) == plan
+    assert Plan.from_offset({"batch": 3}) is None  # an offset of the driver-side design
+    assert plan.tags("q") == [slot_tag("q", run, 3, 0), tag]
 
 
 def test_amqp_gets_a_prefetch_window_for_everything_held_and_basic_get_for_snapshots() -> None:

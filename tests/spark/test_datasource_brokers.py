@@ -11,6 +11,7 @@ down, a failure in CI); SQS is the session's moto server over HTTP (``sqs_url`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -32,6 +33,8 @@ from conftest import SQS_REGION, require_service
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.live]
 
 BROKERS = ("sqlite", "redis", "amqp", "sqs")
+#: the brokers whose streaming reads happen in executor tasks (tagged reservations)
+EXECUTOR_READS = ("sqlite", "redis")
 #: the streaming reservation lease of these tests: a killed run's messages come back this fast
 LEASE = "2"
 RUNNER_MODULE = b"pyspark.sql.streaming.python_streaming_source_runner"
@@ -262,10 +265,11 @@ def test_batch_read_is_a_peek_unless_consume(spark: Any, broker: Broker, unique_
             reader = reader.option(key, value)
         return reader.load()
 
-    rows = read().select("body", "queue", "broker_attempts").collect()
+    rows = read().select("body", "queue", "broker_attempts", "read_by").collect()
     assert sorted(bytes(r["body"]) for r in rows) == sorted(bodies)
     assert {r["queue"] for r in rows} == {queue}
     assert {r["broker_attempts"] for r in rows} == {0}
+    assert {r["read_by"].split(" ")[0] for r in rows} == {"driver"}  # a peek is read on the driver
     assert broker.stored(queue) == len(bodies)  # put back: nothing consumed, nothing lost
     # SQS counts every receive and its binding reads attempts from that count (SPEC 4): the
     # second look at the same messages says 1; the other brokers leave attempts to the body
@@ -295,9 +299,12 @@ def test_stream_read_acks_each_batch_after_it_commits(
     batches: list[list[bytes]] = []
     stored_during: list[int] = []  # messages the broker still stores (ready or reserved) while a batch runs
     waiting_after_lease: list[int] = []
+    readers: set[str] = set()
 
     def collect(df: Any, _batch_id: int) -> None:
-        rows = [bytes(r["body"]) for r in df.select("body").collect()]
+        got = df.select("body", "read_by").collect()
+        rows = [bytes(r["body"]) for r in got]
+        readers.update(r["read_by"] for r in got)
         batches.append(rows)
         if leased and rows:
             stored_during.append(broker.stored(queue))
@@ -323,6 +330,9 @@ def test_stream_read_acks_each_batch_after_it_commits(
         assert stored_during == [len(bodies), len(bodies) - per_batch]
         assert waiting_after_lease == [len(bodies) - per_batch]  # renewed: none of batch 1 came back
     assert broker.stored(queue) == 0  # every batch acked
+    # issue 11: executor tasks read the brokers with tagged reservations; the driver reads AMQP and SQS
+    role = "executor" if broker.name in EXECUTOR_READS else "driver"
+    assert {r.split(" ")[0] for r in readers} == {role}, readers
 
 
 def test_stream_write_publishes_each_micro_batch(
@@ -449,3 +459,105 @@ def test_killed_query_restarts_from_checkpoint_and_loses_nothing(
     assert {b for b, n in seen.items() if n > 1} == set(first[1])
     assert max(seen.values()) == 2
     assert broker.stored(queue) == 0
+
+
+# -- executors read (issue 11) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("broker", EXECUTOR_READS, indirect=True)
+def test_two_actions_on_one_micro_batch_see_the_same_messages(
+    spark: Any, broker: Broker, unique_queue: str, tmp_path: Path
+) -> None:
+    """Each action reads the broker again; a slot's reservation is taken once, so the second
+    action gets the same messages (not new ones, which the first action would never have seen)
+    and the commit acks each message once."""
+    queue = broker.queue(unique_queue)
+    bodies = _bodies(_envelopes(broker.n, queue))
+    broker.transport().publish_many(queue, [Outgoing(b) for b in bodies])
+    actions: list[tuple[list[bytes], list[bytes], int]] = []
+
+    def two_actions(df: Any, _batch_id: int) -> None:
+        first = sorted(bytes(r["body"]) for r in df.select("body").collect())
+        second = sorted(bytes(r["body"]) for r in df.select("body").collect())
+        actions.append((first, second, df.count()))
+
+    query = (
+        _source(spark, broker, queue, maxMessagesPerBatch=str(-(-len(bodies) // 2)), visibilityTimeout=LEASE)
+        .writeStream.foreachBatch(two_actions)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert all(first == second and count == len(first) for first, second, count in actions)
+    assert sorted(b for first, _, _ in actions for b in first) == sorted(bodies)
+    assert broker.stored(queue) == 0
+
+
+@pytest.mark.parametrize("broker", EXECUTOR_READS, indirect=True)
+def test_a_restart_acks_the_batch_the_dead_run_committed_but_never_acked(
+    spark: Any, broker: Broker, unique_queue: str, tmp_path: Path
+) -> None:
+    """Batch 0 reaches the sink and Spark's commit log; its ack would come with batch 1's
+    planning, but the driver's reader is SIGKILLed first and its leases lapse. Before issue 11
+    its messages were then delivered again; now the restarted query acks them from the tags its
+    offset log names, and the sink sees every message exactly once."""
+    queue = broker.queue(unique_queue)
+    bodies = _bodies(_envelopes(broker.n, queue))
+    broker.transport().publish_many(queue, [Outgoing(b) for b in bodies])
+    per_batch = len(bodies) // 2
+    checkpoint = str(tmp_path / "ck")
+    before = _stream_planners(spark)
+    first: list[bytes] = []
+    query = (
+        _source(spark, broker, queue, maxMessagesPerBatch=str(per_batch), visibilityTimeout=LEASE)
+        .writeStream.foreachBatch(lambda df, _: first.extend(bytes(r["body"]) for r in df.collect()))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="1 hour")  # after batch 0, nothing happens until the kill
+        .start()
+    )
+    end = time.monotonic() + 60
+    while (query.lastProgress or {}).get("batchId") != 0 and time.monotonic() < end:
+        time.sleep(0.1)  # lastProgress is reported once the batch is in the commit log
+    assert (query.lastProgress or {}).get("batchId") == 0 and len(first) == per_batch
+    killed = _stream_planners(spark) - before
+    assert len(killed) == 1
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):  # stopping a query whose reader process is gone may complain
+        query.stop()
+    time.sleep(float(LEASE) + 1)  # batch 0's leases lapse: they would be ready for anyone now
+    second: list[bytes] = []
+    query = (
+        _source(spark, broker, queue, maxMessagesPerBatch=str(per_batch), visibilityTimeout=LEASE)
+        .writeStream.foreachBatch(lambda df, _: second.extend(bytes(r["body"]) for r in df.collect()))
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(first + second) == sorted(bodies)  # each exactly once
+    assert broker.stored(queue) == 0
+
+
+def test_a_stream_from_a_missing_sqlite_database_fails_naming_it(spark: Any, tmp_path: Path) -> None:
+    """Issue 11: ``settle`` given a relative ``sqlite://`` path on a cluster read a new, empty
+    database and said "drained". A reader never creates the database."""
+    from babelq.spark.datasource import register
+
+    register(spark)
+    missing = tmp_path / "missing.db"
+    query = (
+        spark.readStream.format("babelq").option("url", f"sqlite://{missing}").option("queue", "payments")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: df.count())
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )  # fmt: skip
+    with pytest.raises(Exception, match="no sqlite queue database") as caught:
+        query.awaitTermination(120)
+    assert str(missing) in str(caught.value)
+    assert not missing.exists()

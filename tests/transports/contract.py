@@ -28,6 +28,7 @@ from typing import ClassVar
 import pytest
 
 from babelq.envelope import dlq_name, make
+from babelq.errors import ConfigurationError
 from babelq.transports import Delivery, Outgoing, Transport
 
 FIXTURE = Path(__file__).resolve().parent.parent / "conformance" / "fixtures" / "order-created.json"
@@ -62,6 +63,8 @@ class TransportContract:
     exact_batches: ClassVar[bool] = True
     #: a late ack of an expired, re-reserved message leaves the newer reservation alone
     gated_settle: ClassVar[bool] = True
+    #: reserve_tagged / renew_tagged / ack_tagged / release_tagged work (tagged_reservations)
+    supports_tagged: ClassVar[bool] = True
 
     # -- fixtures --------------------------------------------------------------------------
 
@@ -104,6 +107,13 @@ class TransportContract:
 
     def _expiry_wait(self) -> float:
         return self.visibility_timeout + self.slack
+
+    def _assert_ready(self, t: Transport, queue: str, expected: int) -> None:
+        """``ready`` reaches ``expected`` within ``slack`` seconds (brokers count asynchronously)."""
+        end = time.monotonic() + self.slack
+        while (actual := t.ready(queue)) != expected and time.monotonic() < end:
+            time.sleep(0.05)
+        assert actual == expected, f"ready({queue!r}) is {actual}, expected {expected}"
 
     # -- basics ----------------------------------------------------------------------------
 
@@ -514,6 +524,28 @@ class TransportContract:
         assert transport.reserve(unique_queue, timeout=0.2) == []
         assert transport.reserve(unique_queue, timeout=self._expiry_wait()) == []  # reserved ones too
 
+    def test_ready_counts_what_a_reserve_could_take_now(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        """Not delayed messages, not held ones; a lapsed reservation is ready again."""
+        t = make_transport()
+        t.publish_many(unique_queue, [Outgoing(_body("ready", i)) for i in range(3)])
+        if self.supports_delay:
+            t.publish(unique_queue, _body("ready", 9), delay_ms=60_000)
+        self._assert_ready(t, unique_queue, 3)
+        # a connection-bound consumer's prefetch is invisible to other connections: ask its own
+        consumer = make_transport() if t.leased_reservations else t
+        held = self._drain(consumer, unique_queue, 1, within=3, batch=1)
+        assert len(held) == 1
+        self._assert_ready(t, unique_queue, 2)
+        if consumer.leased_reservations:  # never settled: once its lease lapses it is ready again
+            time.sleep(self.visibility_timeout)
+        else:
+            consumer.release(held[0])
+        self._assert_ready(t, unique_queue, 3)
+        t.purge(unique_queue)
+        self._assert_ready(t, unique_queue, 0)
+
     def test_reserved_counts_what_a_crashed_consumer_still_holds(
         self, make_transport: MakeTransport, unique_queue: str
     ) -> None:
@@ -595,3 +627,113 @@ class TransportContract:
         assert len(seen) == total, "a reservation was handed out twice or a message was lost"
         assert sorted(seen) == sorted(bodies)
         self._assert_size(producer, unique_queue, 0)
+
+    # -- tagged reservations ----------------------------------------------------------------
+    # One process reserves under a tag, others settle by tag (the Spark data source: executor
+    # tasks reserve, the driver renews and acks). A tag is taken once.
+
+    TAG_A = "0123456789abcdef0123456789abcdef"
+    TAG_B = "fedcba9876543210fedcba9876543210"
+    TAG_C = "00000000000000000000000000000001"
+
+    def test_tagged_reservations_are_declared(self, transport: Transport, unique_queue: str) -> None:
+        assert transport.tagged_reservations is self.supports_tagged
+        if not self.supports_tagged:  # the honest refusal, not a silent non-reservation
+            with pytest.raises(ConfigurationError, match="tagged"):
+                transport.reserve_tagged(unique_queue, self.TAG_A, max_messages=1)
+
+    def test_a_tag_is_taken_once_and_read_again_the_same(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        self._need("supports_tagged")
+        producer, reader, retried = make_transport(), make_transport(), make_transport()
+        bodies = [_body("tag", i) for i in range(5)]
+        producer.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        first = reader.reserve_tagged(unique_queue, self.TAG_A, max_messages=3)
+        assert [d.body for d in first] == bodies[:3]
+        if self.supports_delivery_count:
+            assert [d.delivery_count for d in first] == [1, 1, 1]
+        # a retried reader (another process) gets the same messages, in order, and nothing new
+        again = retried.reserve_tagged(unique_queue, self.TAG_A, max_messages=5)
+        assert [d.body for d in again] == bodies[:3]
+        if self.supports_delivery_count:
+            assert [d.delivery_count for d in again] == [1, 1, 1]  # not handed out again
+        self._assert_ready(producer, unique_queue, 2)
+        assert producer.reserved(unique_queue) == 3
+        other = reader.reserve_tagged(unique_queue, self.TAG_B, max_messages=10)
+        assert [d.body for d in other] == bodies[3:]
+        # a tag that found nothing stays empty: what is published later is not added to it
+        assert reader.reserve_tagged(unique_queue, self.TAG_C, max_messages=10) == []
+        producer.publish(unique_queue, _body("later"))
+        assert retried.reserve_tagged(unique_queue, self.TAG_C, max_messages=10) == []
+        assert producer.ack_tagged(unique_queue, [self.TAG_A, self.TAG_B, self.TAG_C]) == 5
+        [later] = self._drain(producer, unique_queue, 1, within=3)
+        assert later.body == _body("later")
+        producer.ack(later)
+        self._assert_size(producer, unique_queue, 0)
+        assert producer.reserved(unique_queue) == 0
+
+    def test_another_process_renews_acks_and_releases_by_tag(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        self._need("supports_tagged")
+        reader, driver, consumer = make_transport(), make_transport(), make_transport()
+        bodies = [_body("settle", i) for i in range(6)]
+        reader.publish_many(unique_queue, [Outgoing(b) for b in bodies])
+        assert len(reader.reserve_tagged(unique_queue, self.TAG_A, max_messages=3)) == 3
+        assert len(reader.reserve_tagged(unique_queue, self.TAG_B, max_messages=3)) == 3
+        reader.close()  # the reader is gone: only the tags are left
+        end = time.monotonic() + 2 * self.visibility_timeout
+        while time.monotonic() < end:  # two leases long, renewed by the other process
+            assert driver.renew_tagged(unique_queue, [self.TAG_A, self.TAG_B]) == 6
+            time.sleep(self.visibility_timeout / 3)
+        assert consumer.reserve(unique_queue, timeout=0.2) == []  # still held
+        assert driver.ack_tagged(unique_queue, [self.TAG_A]) == 3
+        assert driver.release_tagged(unique_queue, [self.TAG_B]) == 3
+        back = self._drain(consumer, unique_queue, 3, within=3, batch=3)
+        assert [d.body for d in back] == bodies[3:]  # same bytes, in order, nothing of TAG_A
+        consumer.ack_many(back)
+        # settled tags hold nothing and are forgotten
+        assert driver.renew_tagged(unique_queue, [self.TAG_A, self.TAG_B]) == 0
+        assert driver.ack_tagged(unique_queue, [self.TAG_A, self.TAG_B]) == 0
+        assert driver.renew_tagged(unique_queue, []) == 0
+        self._assert_size(driver, unique_queue, 0)
+
+    def test_tagged_deliveries_settle_one_by_one_too(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_tagged")
+        transport.publish_many(unique_queue, [Outgoing(_body("one", i)) for i in range(3)])
+        held = transport.reserve_tagged(unique_queue, self.TAG_A, max_messages=3)
+        transport.ack(held[0])
+        transport.release(held[1])
+        left = transport.reserve_tagged(unique_queue, self.TAG_A, max_messages=3)
+        assert [d.body for d in left] == [held[2].body]  # the settled ones left the tag
+        assert transport.ack_tagged(unique_queue, [self.TAG_A]) == 1
+        [back] = self._drain(transport, unique_queue, 1, within=3)
+        assert back.body == held[1].body
+        transport.ack(back)
+
+    def test_a_lapsed_tag_taken_by_another_consumer_is_not_settled_by_tag(
+        self, make_transport: MakeTransport, unique_queue: str
+    ) -> None:
+        """A tag never acks what its holder no longer holds: a run that died and whose messages
+        went to someone else must not delete them when a later run settles the tag."""
+        self._need("supports_tagged")
+        self._need("gated_settle")
+        reader, consumer = make_transport(), make_transport()
+        reader.publish_many(unique_queue, [Outgoing(_body("lapse", i)) for i in range(2)])
+        assert len(reader.reserve_tagged(unique_queue, self.TAG_A, max_messages=2)) == 2
+        taken = self._drain(consumer, unique_queue, 2, within=self._expiry_wait() + 1, batch=2)
+        assert len(taken) == 2
+        assert reader.renew_tagged(unique_queue, [self.TAG_A]) == 0
+        assert reader.reserve_tagged(unique_queue, self.TAG_A, max_messages=2) == []
+        assert reader.ack_tagged(unique_queue, [self.TAG_A]) == 0
+        assert consumer.reserved(unique_queue) == 2
+        consumer.ack_many(taken)
+        self._assert_size(consumer, unique_queue, 0)
+        assert consumer.reserved(unique_queue) == 0
+
+    def test_a_tag_is_32_lowercase_hex_characters(self, transport: Transport, unique_queue: str) -> None:
+        self._need("supports_tagged")
+        for bad in ("", "ABCDEF0123456789ABCDEF0123456789", "0123", "g" * 32, self.TAG_A + "0"):
+            with pytest.raises(ValueError, match="tag"):
+                transport.reserve_tagged(unique_queue, bad, max_messages=1)

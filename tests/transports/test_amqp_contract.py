@@ -90,6 +90,7 @@ def make_transport(request: pytest.FixtureRequest, unique_queue: str) -> Iterato
 class _AMQPContract(TransportContract):
     reserve_mode: ClassVar[str] = "get"
     supports_stored_at = False  # AMQP 0-9-1 has no broker store time
+    supports_tagged = False  # delivery tags live on one channel: nobody else can settle them
 
     def test_unacked_reservation_comes_back(  # type: ignore[override]  # needs a second worker
         self, make_transport: MakeTransport, unique_queue: str

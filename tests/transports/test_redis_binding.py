@@ -131,13 +131,26 @@ def test_other_names_are_accepted(queue: str) -> None:
 
 def test_reserved_suffixes_are_ours_and_babelqueues() -> None:
     assert set(layout.RESERVED_SUFFIXES) == {
-        ":processing", ":processing:deadlines", ":delayed", ":deliveries", ":reserved", ":notify"
+        ":processing", ":processing:deadlines", ":delayed", ":deliveries", ":reads", ":reserved", ":notify"
     }
 
 
+def test_a_tagged_reservations_record_key() -> None:
+    tag = "0123456789abcdef0123456789abcdef"
+    assert layout.reads_key("orders", tag, "app:") == f"app:orders:{tag}:reads"
+    with pytest.raises(ConfigurationError):
+        layout.reads_key("orders:reads", tag)
+    with pytest.raises(ValueError, match="tag"):
+        layout.reads_key("orders", "0123:reads")
+
+
+#: tags whose record keys the property below includes (a queue name may contain them too)
+_TAGS = ("0123456789abcdef0123456789abcdef", "ffffffffffffffffffffffffffffffff")
+
 _PIECES = st.sampled_from(
     ["a", "b", ":", ".", "processing", "deadlines", "delayed", "deliveries", "reserved", "notify",
-     "dlq", ".dlq", ":processing", ":deadlines", ":delayed", ":deliveries", ":reserved", ":notify"]
+     "dlq", ".dlq", ":processing", ":deadlines", ":delayed", ":deliveries", ":reserved", ":notify",
+     "reads", ":reads", _TAGS[0], _TAGS[1]]
 )
 _NAMES = st.lists(_PIECES, max_size=6).map("".join)
 
@@ -152,7 +165,10 @@ def test_no_two_accepted_names_share_a_key(names: list[str], prefix: str) -> Non
     owner: dict[str, str] = {}
     for queue in names:
         try:
-            ours = layout.keys_for(queue, prefix).all()
+            ours = (
+                *layout.keys_for(queue, prefix).all(),
+                *(layout.reads_key(queue, tag, prefix) for tag in _TAGS),
+            )
         except ConfigurationError:
             continue
         for key in {*ours, *_babelqueue_keys(queue, prefix)}:

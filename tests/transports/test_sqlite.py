@@ -309,3 +309,68 @@ def test_a_database_locked_past_busy_timeout_at_open_is_unavailable(tmp_path: Pa
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+# -- a consumer never creates a queue database ---------------------------------------------------
+
+
+def test_a_consumer_open_of_a_missing_database_is_refused_not_created(tmp_path: Path) -> None:
+    """Issue 11: a consumer given a wrong or relative path (on a cluster: relative to another
+    machine's working directory) must not read a new, empty queue and call it drained."""
+    path = tmp_path / "q.db"
+    for opener in (
+        lambda: SQLiteTransport(path, create=False),
+        lambda: open_transport(f"sqlite://{path}?create=false"),
+        lambda: open_transport(f"sqlite://{path}", **SQLiteTransport.holder_options(
+            max_held=10, visibility_timeout=5, snapshot=False)),
+    ):  # fmt: skip
+        with pytest.raises(ConfigurationError) as caught:
+            opener()
+        text = str(caught.value)
+        assert "\n" not in text
+        assert repr(str(path)) in text and "does not create" in text
+        assert not path.exists()
+
+
+def test_a_consumer_opens_an_existing_database_and_a_publisher_creates_one(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    publisher = SQLiteTransport(path)  # the default, create=True: what publishers open
+    publisher.publish("q", b"x")
+    consumer = open_transport(f"sqlite://{path}", **SQLiteTransport.holder_options(
+        max_held=10, visibility_timeout=5, snapshot=True))  # fmt: skip
+    try:
+        assert isinstance(consumer, SQLiteTransport) and consumer.create is False
+        assert [d.body for d in consumer.reserve("q")] == [b"x"]
+        copy = pickle.loads(pickle.dumps(consumer))  # shipped to an executor: still a consumer
+        assert isinstance(copy, SQLiteTransport) and copy.create is False
+        copy.close()
+    finally:
+        consumer.close()
+        publisher.close()
+
+
+def test_create_option_in_the_url_must_be_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"create.*boolean"):
+        open_transport(f"sqlite://{tmp_path}/q.db?create=maybe")
+
+
+def test_a_tag_takes_rows_under_one_lease_token_found_by_index(tmp_path: Path) -> None:
+    """The driver settles "every row with the tag's token" in one statement, through the partial
+    index on lease (waiting rows, lease NULL, are not in it)."""
+    from babelq.transports.sqlite import tag_lease
+
+    t = SQLiteTransport(tmp_path / "q.db")
+    try:
+        t.publish_many("q", [Outgoing(b"%d" % i) for i in range(4)])
+        tag = "00112233445566778899aabbccddeeff"
+        held = t.reserve_tagged("q", tag, max_messages=3)
+        with sqlite3.connect(tmp_path / "q.db") as raw:
+            leases = {row[0] for row in raw.execute(f"SELECT lease FROM {TABLE} WHERE lease IS NOT NULL")}
+            query = f"EXPLAIN QUERY PLAN DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
+            plan = " ".join(str(row[-1]) for row in raw.execute(query, (1, "q")))
+        assert leases == {tag_lease(tag)} and tag_lease(tag) < 0  # never a random token (>= 0)
+        assert "babelq_messages_lease" in plan
+        assert t.ack_tagged("q", [tag]) == 3
+        assert [d.body for d in t.reserve("q")] == [b"3"] and len(held) == 3
+    finally:
+        t.close()

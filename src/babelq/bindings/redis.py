@@ -14,6 +14,8 @@ docs and the interop tests:
 ``<prefix><queue>:delayed``         sorted set: member ``<token>:<body>``, scored by due time
                                     (epoch seconds)
 ``<prefix><queue>:deliveries``      hash: sha1(body) -> times handed out (delivery_count)
+``<prefix><queue>:<tag>:reads``     list: a tagged reservation's record (babelq only): a
+                                    header, then the deadline members the tag took, in order
 ==================================  =====================================================
 
 ``<token>`` is 32 lowercase hex characters, so a member splits without ambiguity even when
@@ -48,6 +50,8 @@ PROCESSING_SUFFIX: Final = ":processing"
 DEADLINES_SUFFIX: Final = ":processing:deadlines"
 DELAYED_SUFFIX: Final = ":delayed"
 DELIVERIES_SUFFIX: Final = ":deliveries"
+#: ends the record key of a tagged reservation, ``<queue>:<tag>:reads`` (``<tag>``: 32 hex)
+READS_SUFFIX: Final = ":reads"
 
 #: Suffixes the ``babelqueue`` SDK appends to a queue's key that ours do not: its
 #: Laravel-compatible layout's reserved set and wake-up list (its default layout uses
@@ -59,7 +63,10 @@ BABELQUEUE_ONLY_SUFFIXES: Final = (":reserved", ":notify")
 #: error names the whole suffix (``:processing:deadlines``, not a shorter one).
 RESERVED_SUFFIXES: Final = tuple(
     sorted(
-        {PROCESSING_SUFFIX, DEADLINES_SUFFIX, DELAYED_SUFFIX, DELIVERIES_SUFFIX, *BABELQUEUE_ONLY_SUFFIXES},
+        {
+            PROCESSING_SUFFIX, DEADLINES_SUFFIX, DELAYED_SUFFIX, DELIVERIES_SUFFIX, READS_SUFFIX,
+            *BABELQUEUE_ONLY_SUFFIXES,
+        },
         key=lambda suffix: (-len(suffix), suffix),
     )
 )
@@ -113,6 +120,17 @@ def delayed_key(queue: str, prefix: str = "") -> str:
 def deliveries_key(queue: str, prefix: str = "") -> str:
     """The hash counting how often each in-flight body of ``queue`` was handed out."""
     return f"{prefix}{check_queue(queue)}{DELIVERIES_SUFFIX}"
+
+
+def reads_key(queue: str, tag: str, prefix: str = "") -> str:
+    """The record of the tagged reservation ``tag`` (32 lowercase hex) on ``queue``.
+
+    Unambiguous: read from the right, ``:reads``, exactly 32 hex characters and ``:`` leave the
+    queue's name, and no accepted name ends in ``:reads``, so no other queue's key can be it.
+    """
+    if len(tag) != TOKEN_LENGTH or any(c not in "0123456789abcdef" for c in tag):
+        raise ValueError(f"tag: must be {TOKEN_LENGTH} lowercase hex characters, got {tag!r}")
+    return f"{prefix}{check_queue(queue)}:{tag}{READS_SUFFIX}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -789,6 +789,19 @@ class AMQPTransport(BaseTransport):
 
             return int(self._with_reconnect(count))
 
+    def ready(self, queue: str) -> int:
+        """Messages ``reserve`` could take now: ready on the broker plus prefetched here but not
+        yet handed out (not the holding queues' delayed ones)."""
+        with self._lock:
+
+            def count() -> int:
+                total = self._message_count(queue)
+                if self._connection is not None:
+                    self._connection.process(0)
+                return total + len(self._buffers.get(queue, ()))
+
+            return int(self._with_reconnect(count))
+
     def purge(self, queue: str) -> None:
         """Purge ``queue`` and its known holding queues, and drop what this process reserved from it."""
         with self._lock:

@@ -16,6 +16,14 @@ Which of the two a transport does is :attr:`BaseTransport.leased_reservations`. 
 :meth:`~Transport.renew_many` pushes the deadline again, and it can be settled by any process
 that holds the receipt until then. A *connection-bound* reservation (AMQP delivery tags)
 lasts exactly as long as the channel that received it and can only be settled through it.
+
+*Tagged reservations* (:attr:`BaseTransport.tagged_reservations`: SQLite, Redis, memory) let one
+process reserve and another settle without passing receipts between them: ``reserve_tagged``
+takes messages under a caller-chosen tag and records on the broker, in the same atomic step,
+which messages the tag holds, so whoever knows the tag can renew, ack or release them all
+(``renew_tagged``, ``ack_tagged``, ``release_tagged``). A tag is reserved once: asking again
+returns the same messages, which makes a reader that is retried (a Spark task attempt) read
+the same thing. The Spark data source's executors reserve this way and its driver acks.
 """
 
 from __future__ import annotations
@@ -25,6 +33,22 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from babelq.envelope import Envelope
+from babelq.errors import ConfigurationError
+
+#: length of a reservation tag: lowercase hex characters (128 bits)
+TAG_LENGTH = 32
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` unchanged when it is :data:`TAG_LENGTH` lowercase hex characters; else ValueError.
+
+    Fixed-length hex keeps a tag usable inside broker key names (Redis) without escaping and
+    without any tag being a prefix or suffix of a queue's other keys.
+    """
+    if len(tag) != TAG_LENGTH or not _HEX.issuperset(tag):
+        raise ValueError(f"tag: must be {TAG_LENGTH} lowercase hex characters, got {tag!r}")
+    return tag
 
 
 @dataclass(slots=True)
@@ -69,6 +93,8 @@ class Transport(Protocol):
     #: True: reservations are leases (``visibility_timeout``, :meth:`renew_many`); False: they
     #: last as long as the transport's connection (module docstring).
     leased_reservations: bool
+    #: True: :meth:`reserve_tagged` and the ``*_tagged`` settle calls work (module docstring).
+    tagged_reservations: bool
 
     def publish(
         self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
@@ -105,6 +131,33 @@ class Transport(Protocol):
         """How long a reservation taken from ``queue`` is held before it lapses (and a renewal
         grants); ``None`` for connection-bound reservations, which never lapse."""
 
+    def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
+        """Reserve up to ``max_messages`` ready messages under ``tag`` (:func:`check_tag`), or
+        return what the tag already holds.
+
+        The first call for a tag reserves without waiting and records on the broker, in the
+        same atomic step, that the tag was taken and which messages it holds (perhaps none).
+        Every later call with that tag, from any process, reserves nothing new: it returns the
+        recorded messages the tag still holds, in the same order, and renews their lease; one
+        whose lease lapsed and that nobody else took since is held again, one that was taken,
+        settled or purged is left out. So retried readers of one tag read the same messages,
+        and nothing is ever added to a tag after its first call. The deliveries settle like any
+        others (``ack``, ``release``...) or all at once by tag. A tag belongs to one queue.
+        """
+
+    def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        """Push the lease of every message held under ``tags`` to now + the visibility timeout
+        (a lapsed one nobody took since included); returns how many are held."""
+
+    def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        """Remove for good every message still held under ``tags`` and forget the tags; returns
+        how many were removed. A message whose lease lapsed and was taken by another consumer is
+        that consumer's now and is left alone."""
+
+    def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        """Put every message still held under ``tags`` back (ready now, same bytes, delivery count
+        kept) and forget the tags; returns how many."""
+
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         """Replace the reserved message by ``body`` (attempts+1), visible after ``delay_ms``."""
 
@@ -113,6 +166,11 @@ class Transport(Protocol):
 
     def size(self, queue: str) -> int:
         """Messages waiting on ``queue`` (ready plus delayed, not counting reserved ones)."""
+
+    def ready(self, queue: str) -> int:
+        """Messages a ``reserve`` of ``queue`` could take now: ready ones and reservations whose
+        lease lapsed, not delayed ones (approximate where the broker only estimates: SQS, AMQP).
+        A reader polls this to tell "nothing to do" without reserving."""
 
     def reserved(self, queue: str) -> int | None:
         """Messages of ``queue`` reserved by any consumer and not yet settled or lapsed (in flight),
@@ -132,6 +190,7 @@ class BaseTransport:
 
     scheme = ""
     leased_reservations: ClassVar[bool] = True
+    tagged_reservations: ClassVar[bool] = False
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
@@ -174,6 +233,27 @@ class BaseTransport:
             return None
         granted = getattr(self, "visibility_timeout", None)
         return float(granted) if granted else None
+
+    def _untagged(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"{type(self).__name__} has no tagged reservations (tagged_reservations is False): "
+            "its receipts can only be settled by the process that reserved them"
+        )
+
+    def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
+        raise self._untagged()
+
+    def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        raise self._untagged()
+
+    def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        raise self._untagged()
+
+    def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        raise self._untagged()
+
+    def ready(self, queue: str) -> int:
+        raise NotImplementedError(f"{type(self).__name__} cannot count ready messages")
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self.publish(delivery.queue, body, delay_ms=delay_ms)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from babelq.envelope import Envelope
-from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
 
 
 @dataclass
@@ -26,12 +26,14 @@ class _Queue:
     ready: deque[tuple[int, bytes, int]] = field(default_factory=deque)  # (msg_id, body, deliveries)
     delayed: list[tuple[float, int, bytes, int]] = field(default_factory=list)  # heap
     reserved: dict[int, tuple[float, bytes, int]] = field(default_factory=dict)  # id -> (deadline, body, n)
+    tags: dict[str, list[int]] = field(default_factory=dict)  # tag -> reservation ids it took
 
 
 class MemoryTransport(BaseTransport):
     """Queues in a dict, guarded by one condition variable."""
 
     scheme = "memory"
+    tagged_reservations = True
     _named: ClassVar[dict[str, MemoryTransport]] = {}
     _named_lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -114,6 +116,78 @@ class MemoryTransport(BaseTransport):
                 out.append(Delivery(body=body, queue=queue, receipt=lease, delivery_count=n + 1))
             return out
 
+    # -- tagged reservations: the tag's record is the list of reservation ids it took. A lapsed
+    # reservation goes back to the head of ``ready`` under its reservation id, so a later call
+    # for the tag can take it back while it is still there.
+
+    def _held_by(self, q: _Queue, tag: str, until: float | None) -> list[tuple[int, bytes, int]]:
+        """(id, body, count) of the tag's messages still ours; with ``until``, held again till then."""
+        out = []
+        for lease in q.tags.get(tag, []):
+            found = q.reserved.get(lease)
+            if found is None:
+                back = next((m for m in q.ready if m[0] == lease), None)
+                if back is None:
+                    continue  # taken by someone else, settled or purged
+                q.ready.remove(back)
+                found = (0.0, back[1], back[2])
+            if until is not None:
+                found = (until, found[1], found[2])
+            q.reserved[lease] = found
+            out.append((lease, found[1], found[2]))
+        return out
+
+    def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
+        check_tag(tag)
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+        with self._cond:
+            q = self._q(queue)
+            now = time.monotonic()
+            until = now + self.visibility_timeout
+            if tag in q.tags:
+                held = self._held_by(q, tag, until)
+            else:
+                self._promote(q, now)
+                held = []
+                while q.ready and len(held) < max_messages:
+                    _, body, n = q.ready.popleft()
+                    lease = next(self._ids)
+                    q.reserved[lease] = (until, body, n + 1)
+                    held.append((lease, body, n + 1))
+                q.tags[tag] = [lease for lease, _, _ in held]
+            return [Delivery(body=b, queue=queue, receipt=lease, delivery_count=n) for lease, b, n in held]
+
+    def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        with self._cond:
+            q = self._q(queue)
+            until = time.monotonic() + self.visibility_timeout
+            return sum(len(self._held_by(q, check_tag(tag), until)) for tag in tags)
+
+    def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        with self._cond:
+            q = self._q(queue)
+            done = 0
+            for tag in tags:
+                for lease, _, _ in self._held_by(q, check_tag(tag), None):
+                    del q.reserved[lease]
+                    done += 1
+                q.tags.pop(tag, None)
+            return done
+
+    def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        with self._cond:
+            q = self._q(queue)
+            back: list[tuple[int, bytes, int]] = []
+            for tag in tags:
+                for lease, body, n in self._held_by(q, check_tag(tag), None):
+                    del q.reserved[lease]
+                    back.append((lease, body, n))
+                q.tags.pop(tag, None)
+            q.ready.extendleft(reversed(back))  # back at the head, in their order
+            self._cond.notify_all()
+            return len(back)
+
     def ack(self, delivery: Delivery) -> None:
         with self._cond:
             self._q(delivery.queue).reserved.pop(delivery.receipt, None)
@@ -162,6 +236,12 @@ class MemoryTransport(BaseTransport):
             q = self._q(queue)
             self._promote(q, time.monotonic())  # a lapsed reservation is waiting again
             return len(q.ready) + len(q.delayed)
+
+    def ready(self, queue: str) -> int:
+        with self._cond:
+            q = self._q(queue)
+            self._promote(q, time.monotonic())
+            return len(q.ready)
 
     def reserved(self, queue: str) -> int:
         with self._cond:

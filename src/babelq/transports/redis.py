@@ -14,6 +14,13 @@ whatever the batch size: that is what makes batch reserve/ack fast.
   on the reservation's deadline member: a worker whose reservation lapsed and was taken by
   another worker changes nothing. ``LREM ... 1 <body>`` removes exactly one copy; since each
   live reservation has exactly one copy in ``:processing``, identical bodies stay correct.
+* tagged reservations (:meth:`RedisTransport.reserve_tagged`): the same reservation (list
+  move, deadline member, count), plus a record list ``<queue>:<tag>:reads`` written by the same
+  script: a header, then the tag's deadline members in order. A second reserve of the tag
+  re-scores those members still in the deadline set instead of taking new bodies; renew, ack
+  and release by tag read the members from the record (one script for every tag of a call).
+  The record expires a while after its last renewal (:data:`TAG_RECORD_SECONDS` at least), so
+  the records of a run that died go away by themselves; it duplicates the bodies it names.
 * ``reserve(timeout=...)`` blocks with ``BLMOVE <list> <list> RIGHT RIGHT`` (which moves the
   tail element onto the tail: the list is unchanged), so it wakes as soon as anything is
   pushed, then reserves with the script. Nothing is ever held outside the scripts.
@@ -55,10 +62,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, keys_for, member
+from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, keys_for, member, reads_key
 from babelq.envelope import Envelope
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
-from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
@@ -78,6 +85,8 @@ _RPUSH_CHUNK = 5000
 # Lua's unpack() takes at most ~8000 values: scripts get at most this many messages per call.
 _SCRIPT_BATCH = 1000
 _COUNTS_TTL = 86_400  # seconds
+#: a tagged reservation's record lives at least this long after its last renewal (seconds)
+TAG_RECORD_SECONDS = 600
 
 # KEYS: ready, processing, deadlines, delayed, deliveries
 # ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s)
@@ -208,6 +217,189 @@ end
 return redis.call('ZADD', KEYS[1], unpack(args))
 """
 
+# The first half of _RESERVE (promote due delayed bodies, sweep lapsed reservations back to the
+# head), shared by the tagged reserve. Expects `now` and `limit`; KEYS as in _RESERVE.
+_PROMOTE_AND_SWEEP = f"""
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
+if #due > 0 then
+  for _, m in ipairs(due) do
+    redis.call('RPUSH', KEYS[1], string.sub(m, {_BODY_AT}))
+  end
+  redis.call('ZREM', KEYS[4], unpack(due))
+end
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
+if #lapsed > 0 then
+  for i = #lapsed, 1, -1 do
+    local body = string.sub(lapsed[i], {_BODY_AT})
+    if redis.call('LREM', KEYS[2], 1, body) == 1 then
+      redis.call('LPUSH', KEYS[1], body)
+    end
+  end
+  redis.call('ZREM', KEYS[3], unpack(lapsed))
+end
+"""
+
+# Members of a tag's record still in the deadline set, chunk by chunk (unpack takes ~8000 values
+# at most). Defines held(record_key, deadlines_key) -> list of members.
+_HELD = f"""
+local function held(record, deadlines)
+  local recorded = redis.call('LRANGE', record, 1, -1)
+  local out = {{}}
+  for start = 1, #recorded, {_SCRIPT_BATCH} do
+    local chunk = {{unpack(recorded, start, math.min(start + {_SCRIPT_BATCH} - 1, #recorded))}}
+    local scores = redis.call('ZMSCORE', deadlines, unpack(chunk))
+    for i, m in ipairs(chunk) do
+      if scores[i] then out[#out + 1] = m end
+    end
+  end
+  return out
+end
+local function rescore(deadlines, members, deadline)
+  for start = 1, #members, {_SCRIPT_BATCH} do
+    local args = {{}}
+    for i = start, math.min(start + {_SCRIPT_BATCH} - 1, #members) do
+      args[#args + 1] = deadline
+      args[#args + 1] = members[i]
+    end
+    redis.call('ZADD', deadlines, 'XX', unpack(args))
+  end
+end
+-- Remove one copy of each of `bodies` from the list `processing`. LREM walks from the head, so
+-- one LREM per body costs its position: cheap for a few bodies settled in reservation order (the
+-- runtime), quadratic for thousands reserved by parallel readers and settled in another order.
+-- Past a few, one pass rebuilds the list instead (order of the rest kept, identical bodies
+-- counted).
+local function drop(processing, bodies)
+  if #bodies == 0 then return end
+  if #bodies * 8 < redis.call('LLEN', processing) then
+    for _, body in ipairs(bodies) do redis.call('LREM', processing, 1, body) end
+    return
+  end
+  local wanted = {{}}
+  for _, body in ipairs(bodies) do wanted[body] = (wanted[body] or 0) + 1 end
+  local kept = {{}}
+  for _, body in ipairs(redis.call('LRANGE', processing, 0, -1)) do
+    local n = wanted[body]
+    if n and n > 0 then wanted[body] = n - 1 else kept[#kept + 1] = body end
+  end
+  redis.call('DEL', processing)
+  for start = 1, #kept, {_SCRIPT_BATCH} do
+    redis.call('RPUSH', processing, unpack(kept, start, math.min(start + {_SCRIPT_BATCH} - 1, #kept)))
+  end
+end
+"""
+
+# KEYS: ready, processing, deadlines, delayed, deliveries, record
+# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s),
+#       record TTL (s)
+# -> {members, delivery counts}: the tag's members, taken now or (tag already taken) still held
+_RESERVE_TAGGED = _HELD + f"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local deadline = now + tonumber(ARGV[2])
+local members = {{}}
+local counts = {{}}
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  members = held(KEYS[6], KEYS[3])
+  rescore(KEYS[3], members, deadline)
+  for start = 1, #members, {_SCRIPT_BATCH} do
+    local digests = {{}}
+    for i = start, math.min(start + {_SCRIPT_BATCH} - 1, #members) do
+      digests[#digests + 1] = redis.sha1hex(string.sub(members[i], {_BODY_AT}))
+    end
+    local seen = redis.call('HMGET', KEYS[5], unpack(digests))
+    for i = 1, #digests do counts[#counts + 1] = tonumber(seen[i]) or 1 end
+  end
+  redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
+  return {{members, counts}}
+end
+local limit = tonumber(ARGV[4])
+""" + _PROMOTE_AND_SWEEP + f"""
+redis.call('RPUSH', KEYS[6], 'taken')  -- the header: the tag is taken, even when it got nothing
+redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
+local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+if not bodies then return {{members, counts}} end
+for start = 1, #bodies, {_SCRIPT_BATCH} do
+  local stop = math.min(start + {_SCRIPT_BATCH} - 1, #bodies)
+  local chunk = {{unpack(bodies, start, stop)}}
+  redis.call('RPUSH', KEYS[2], unpack(chunk))
+  local scored = {{}}
+  local mine = {{}}
+  local digests = {{}}
+  for i = start, stop do
+    local m = ARGV[3] .. string.format('%08x', i) .. ':' .. bodies[i]
+    scored[#scored + 1] = deadline
+    scored[#scored + 1] = m
+    mine[#mine + 1] = m
+    members[#members + 1] = m
+    digests[#digests + 1] = redis.sha1hex(bodies[i])
+  end
+  redis.call('ZADD', KEYS[3], unpack(scored))
+  redis.call('RPUSH', KEYS[6], unpack(mine))
+  local seen = redis.call('HMGET', KEYS[5], unpack(digests))
+  local fields = {{}}
+  local first = #counts
+  for i, digest in ipairs(digests) do
+    local n = (tonumber(seen[i]) or 0) + 1
+    for j = first + 1, #counts do  -- identical bodies in one claim: count each hand-out
+      if digests[j - first] == digest then n = counts[j] + 1 end
+    end
+    counts[#counts + 1] = n
+    fields[#fields + 1] = digest
+    fields[#fields + 1] = n
+  end
+  redis.call('HSET', KEYS[5], unpack(fields))
+end
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
+return {{members, counts}}
+"""
+
+# KEYS: deadlines, record...   ARGV: visibility timeout (s), record TTL (s) -> members held
+_RENEW_TAGGED = _HELD + """
+local t = redis.call('TIME')
+local deadline = tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[1])
+local total = 0
+for k = 2, #KEYS do
+  local members = held(KEYS[k], KEYS[1])
+  rescore(KEYS[1], members, deadline)
+  total = total + #members
+  if #members > 0 then redis.call('EXPIRE', KEYS[k], tonumber(ARGV[2])) end
+end
+return total
+"""
+
+# KEYS: ready, processing, deadlines, deliveries, record...   ARGV: mode (ack|release)
+# ack: remove each held member's body for good; release: back to the head of the list, in
+# order, delivery count kept. Either way the records are deleted. -> members settled
+_SETTLE_TAGGED = _HELD + f"""
+local total = 0
+local back = {{}}
+for k = 5, #KEYS do
+  local members = held(KEYS[k], KEYS[3])
+  for start = 1, #members, {_SCRIPT_BATCH} do
+    local stop = math.min(start + {_SCRIPT_BATCH} - 1, #members)
+    local digests = {{}}
+    for i = start, stop do
+      local body = string.sub(members[i], {_BODY_AT})
+      back[#back + 1] = body
+      if ARGV[1] == 'ack' then digests[#digests + 1] = redis.sha1hex(body) end
+    end
+    redis.call('ZREM', KEYS[3], unpack(members, start, stop))
+    if #digests > 0 then redis.call('HDEL', KEYS[4], unpack(digests)) end
+  end
+  total = total + #members
+  redis.call('DEL', KEYS[k])
+end
+drop(KEYS[2], back)
+if ARGV[1] == 'ack' then return total end
+for start = #back, 1, -{_SCRIPT_BATCH} do
+  local args = {{}}
+  for i = start, math.max(start - {_SCRIPT_BATCH} + 1, 1), -1 do args[#args + 1] = back[i] end
+  redis.call('LPUSH', KEYS[1], unpack(args))
+end
+return total
+"""
+
 _OPTIONS: dict[str, type] = {
     "prefix": str,
     "visibility_timeout": float,
@@ -303,6 +495,7 @@ class RedisTransport(BaseTransport):
     """Queues as Redis lists with reservation deadlines; thread-safe (redis-py pools connections)."""
 
     scheme = "redis"
+    tagged_reservations = True
 
     def __init__(
         self,
@@ -345,9 +538,15 @@ class RedisTransport(BaseTransport):
         self._settle_script: Script = client.register_script(_SETTLE)
         self._delayed_script: Script = client.register_script(_PUBLISH_DELAYED)
         self._renew_script: Script = client.register_script(_RENEW)
+        self._reserve_tagged_script: Script = client.register_script(_RESERVE_TAGGED)
+        self._renew_tagged_script: Script = client.register_script(_RENEW_TAGGED)
+        self._settle_tagged_script: Script = client.register_script(_SETTLE_TAGGED)
         # Counts of bodies that another SDK consumed are never deleted by us: let the hash
         # expire a while after the queue's last reservation instead of growing forever.
         self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
+        # a tag's record outlives its members' lease, so a reader retried after a short stall
+        # still finds what the tag took (the members it names lapse first)
+        self._record_ttl = max(TAG_RECORD_SECONDS, int(self.visibility_timeout * 4))
         self._keys: dict[str, QueueKeys] = {}
         self._closed = False
         if self._owns_client:
@@ -635,6 +834,67 @@ class RedisTransport(BaseTransport):
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self._settle(delivery, mode="replace", body=bytes(body), target=dlq, delay_ms=0, action="dead_letter")
 
+    # -- tagged reservations -----------------------------------------------------------------
+
+    def _records(self, queue: str, tags: Sequence[str]) -> list[str]:
+        return [reads_key(queue, check_tag(tag), self.prefix) for tag in dict.fromkeys(tags)]
+
+    @_driver_errors("reserve_tagged")
+    def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
+        """One script: the tag's record exists (re-score its members still reserved) or take up to
+        ``max_messages`` bodies as :meth:`reserve` does and write the record."""
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+        keys = self.keys(queue)
+        [record] = self._records(queue, [tag])
+        members, counts = self._reserve_tagged_script(
+            keys=[*keys.all(), record],
+            args=[
+                max_messages,
+                repr(self.visibility_timeout),
+                secrets.token_hex(12),
+                self.sweep_limit,
+                self._counts_ttl,
+                self._record_ttl,
+            ],
+        )
+        return [
+            Delivery(body=m[_BODY_AT - 1 :], queue=queue, receipt=_Receipt(m), delivery_count=int(n))
+            for m, n in zip(members, counts, strict=True)
+        ]
+
+    @_driver_errors("renew_tagged")
+    def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        self._check_open()
+        records = self._records(queue, tags)
+        if not records:
+            return 0
+        keys = self.keys(queue)
+        held = self._renew_tagged_script(
+            keys=[keys.deadlines, *records], args=[repr(self.visibility_timeout), self._record_ttl]
+        )
+        return int(held)
+
+    def _settle_tagged(self, queue: str, tags: Sequence[str], mode: str) -> int:
+        self._check_open()
+        records = self._records(queue, tags)
+        if not records:
+            return 0
+        keys = self.keys(queue)
+        done = self._settle_tagged_script(
+            keys=[keys.ready, keys.processing, keys.deadlines, keys.deliveries, *records], args=[mode]
+        )
+        return int(done)
+
+    @_driver_errors("ack_tagged")
+    def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        return self._settle_tagged(queue, tags, "ack")
+
+    @_driver_errors("release_tagged")
+    def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        return self._settle_tagged(queue, tags, "release")
+
     # -- inspection ----------------------------------------------------------------------
 
     def lease_seconds(self, queue: str) -> float | None:
@@ -653,6 +913,19 @@ class RedisTransport(BaseTransport):
         pipe.zcount(keys.deadlines, "-inf", repr(time.time()))
         ready, delayed, lapsed = pipe.execute()
         return int(ready) + int(delayed) + int(lapsed)
+
+    @_driver_errors("ready")
+    def ready(self, queue: str) -> int:
+        """Ready bodies + delayed ones already due + reservations whose deadline passed (a
+        reserve promotes and sweeps those first)."""
+        self._check_open()
+        keys = self.keys(queue)
+        now = repr(time.time())
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.llen(keys.ready)
+        pipe.zcount(keys.delayed, "-inf", now)
+        pipe.zcount(keys.deadlines, "-inf", now)
+        return sum(int(n) for n in pipe.execute())
 
     @_driver_errors("reserved")
     def reserved(self, queue: str) -> int:

@@ -13,12 +13,23 @@ whose deadline passed is simply ready again; nothing has to sweep it). Settling 
 release, retry, dead-letter) is gated on ``(id, lease)``: a worker whose reservation expired
 and was handed to someone else touches nothing.
 
+Tagged reservations (:meth:`SQLiteTransport.reserve_tagged`): the ``lease`` token of every row
+a tag takes is a number derived from the tag (negative, so it never equals a random token), and
+table ``babelq_reads`` records that the tag was taken, in the claim's own transaction. Another
+process that knows the tag renews, acks or releases "every row whose lease is the tag's" in one
+statement (a partial index on ``lease`` finds them), and a second claim of the tag re-leases
+those rows instead of taking new ones. A lapsed row keeps its token until someone else claims
+it, so it is still the tag's until then.
+
 Options (keyword arguments or URL query, ``sqlite:///tmp/q.db?visibility_timeout=5``):
 ``visibility_timeout`` (seconds, default 30), ``busy_timeout`` (seconds to wait for the write
 lock, default 30), ``poll_interval`` (seconds between checks while ``reserve`` waits for
 another process's publish, default 0.05; publishes from the same process wake it at once),
 ``synchronous`` (SQLite ``PRAGMA synchronous``: ``NORMAL`` survives process crashes,
-``FULL`` also power loss; default ``NORMAL``).
+``FULL`` also power loss; default ``NORMAL``), ``create`` (default true: a missing database file
+is created; false: it is a ConfigurationError naming the path. Consumers open with false, see
+:meth:`SQLiteTransport.holder_options`, so a mistyped path or a path relative to another
+machine's working directory fails instead of reading a new, empty queue).
 
 The file: its directory must exist (a mistyped path is refused, not silently given a new
 directory tree), and a new database file is created owner-only (mode 0600 whatever the
@@ -45,13 +56,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError, UnavailableError
-from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 TABLE = "babelq_messages"
+#: one row per tag that was taken (reserve_tagged): a tag is claimed once
+READS = "babelq_reads"
 
 _SCHEMA = (
     f"""CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -64,6 +77,13 @@ _SCHEMA = (
         created_at INTEGER NOT NULL     -- epoch ms the body was stored
     )""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_next ON {TABLE} (queue, available_at, id)",
+    # rows held under a tag are found by their lease; waiting rows (NULL) are not indexed
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_lease ON {TABLE} (lease) WHERE lease IS NOT NULL",
+    f"""CREATE TABLE IF NOT EXISTS {READS} (
+        tag INTEGER PRIMARY KEY,        -- the lease token of the tag's rows
+        queue TEXT NOT NULL,
+        taken_at INTEGER NOT NULL       -- epoch ms of the tag's claim
+    )""",
 )
 
 _CLAIM = f"""
@@ -83,8 +103,26 @@ _REPLACE = (
 )
 _NEXT_DUE = f"SELECT min(available_at) FROM {TABLE} WHERE queue = ?"
 _SIZE = f"SELECT count(*) FROM {TABLE} WHERE queue = ? AND (lease IS NULL OR available_at <= ?)"
+_READY = f"SELECT count(*) FROM {TABLE} WHERE queue = ? AND available_at <= ?"
 _RESERVED = f"SELECT count(*) FROM {TABLE} WHERE queue = ? AND lease IS NOT NULL AND available_at > ?"
 _PURGE = f"DELETE FROM {TABLE} WHERE queue = ?"
+_READ_TAKEN = f"SELECT queue FROM {READS} WHERE tag = ?"
+_READ_RECORD = f"INSERT INTO {READS} (tag, queue, taken_at) VALUES (?, ?, ?)"
+_TAG_RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE lease = ? AND queue = ?"
+_TAG_RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ?"
+_TAG_TAKE_BACK = (
+    f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ? "
+    "RETURNING id, body, delivery_count, created_at"
+)
+_TAG_DELETE = f"DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
+_TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
+# tags of runs that died: forgotten once old and holding nothing (the row may go: no claim can
+# ever reuse a forgotten tag's rows, they have none)
+_READS_EXPIRE = (
+    f"DELETE FROM {READS} WHERE taken_at < ? AND NOT EXISTS (SELECT 1 FROM {TABLE} WHERE lease = {READS}.tag)"
+)
+#: how long a tag's record outlives its claim when nobody settles it (its rows lapse long before)
+TAG_RECORD_MS = 86_400_000
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -94,6 +132,15 @@ FILE_MODE = 0o600
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _flag(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -135,6 +182,21 @@ def _prepare_file(path: str) -> None:
         os.close(fd)
 
 
+def _check_exists(path: str) -> None:
+    """A consumer's open (``create=False``): the database must already exist."""
+    if not os.path.exists(path):
+        raise ConfigurationError(
+            f"path: no sqlite queue database at {path!r}; a consumer does not create one "
+            "(check the path: is it absolute and on a disk every process shares? publish to it first)"
+        )
+
+
+def tag_lease(tag: str) -> int:
+    """The lease token of the rows a tag holds: 60 bits of the tag, negated, so no random token
+    (``secrets.randbits(62)``, never negative) is ever equal to it."""
+    return -(int(check_tag(tag)[:15], 16) + 1)
+
+
 def _unusable(path: str, reason: str) -> ConfigurationError:
     return ConfigurationError(f"path: cannot open the sqlite database {path!r}: {' '.join(reason.split())}")
 
@@ -170,6 +232,7 @@ class SQLiteTransport(BaseTransport):
     """Queues in one SQLite file; one connection per thread (and per process after a fork)."""
 
     scheme = "sqlite"
+    tagged_reservations = True
 
     def __init__(
         self,
@@ -179,6 +242,7 @@ class SQLiteTransport(BaseTransport):
         busy_timeout: float = 30.0,
         poll_interval: float = 0.05,
         synchronous: str = "NORMAL",
+        create: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         if not self.path or self.path == ":memory:":
@@ -193,12 +257,15 @@ class SQLiteTransport(BaseTransport):
         self.busy_timeout = float(busy_timeout)
         self.poll_interval = float(poll_interval)
         self.synchronous = synchronous.upper()
+        self.create = bool(create)
         self._local = threading.local()
         self._connections: list[tuple[sqlite3.Connection, int]] = []  # (connection, owner pid)
         self._connections_lock = threading.Lock()
         self._closed = False
         # "~" is expanded for opening only: self.path stays as given (it is what pickles).
         self._file = os.path.expanduser(self.path)
+        if not self.create:
+            _check_exists(self._file)
         _prepare_file(self._file)
         self._wakeup = _Wakeups.for_path(os.path.abspath(self._file))
         try:
@@ -224,6 +291,7 @@ class SQLiteTransport(BaseTransport):
             "busy_timeout": float,
             "poll_interval": float,
             "synchronous": str,
+            "create": _flag,
         }
         for key, raw in parse_qsl(parts.query, keep_blank_values=True):
             convert = converters.get(key)
@@ -233,7 +301,8 @@ class SQLiteTransport(BaseTransport):
             try:
                 options.setdefault(key, convert(raw))
             except ValueError as exc:
-                raise ConfigurationError(f"url: option {key!r}: {raw!r} is not a number") from exc
+                kind = "a boolean" if key == "create" else "a number"
+                raise ConfigurationError(f"url: option {key!r}: {raw!r} is not {kind}") from exc
         return cls(path, **options)
 
     def _options(self) -> dict[str, Any]:
@@ -242,7 +311,13 @@ class SQLiteTransport(BaseTransport):
             "busy_timeout": self.busy_timeout,
             "poll_interval": self.poll_interval,
             "synchronous": self.synchronous,
+            "create": self.create,
         }
+
+    @classmethod
+    def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
+        """The lease, and ``create=False``: a consumer never makes an empty queue database."""
+        return {"visibility_timeout": visibility_timeout, "create": False}
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Shipped to Spark executors by value: the copy opens its own connections.
@@ -485,11 +560,76 @@ class SQLiteTransport(BaseTransport):
             self._lost(delivery, "dead_letter")
         self._notify()
 
+    # -- tagged reservations -----------------------------------------------------------------
+
+    def _deliveries(self, queue: str, lease: int, rows: list[Any]) -> list[Delivery]:
+        rows.sort(key=lambda row: row[0])
+        return [
+            Delivery(body=row[1], queue=queue, receipt=_Receipt(row[0], lease), delivery_count=row[2],
+                     stored_at=row[3])
+            for row in rows
+        ]  # fmt: skip
+
+    def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
+        """One ``BEGIN IMMEDIATE`` transaction: either the tag was taken (re-lease its rows) or
+        claim up to ``max_messages`` rows with the tag's token and record the tag."""
+        lease = tag_lease(tag)
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+
+        def claim(conn: sqlite3.Connection) -> list[Any]:
+            now = _now_ms()
+            until = now + int(self.visibility_timeout * 1000)
+            taken = conn.execute(_READ_TAKEN, (lease,)).fetchone()
+            if taken is not None:
+                if taken[0] != queue:
+                    raise ValueError(f"tag {tag!r} was taken on queue {taken[0]!r}, not {queue!r}")
+                return conn.execute(_TAG_TAKE_BACK, (until, lease, queue)).fetchall()
+            rows = conn.execute(_CLAIM, (lease, until, queue, now, max_messages)).fetchall()
+            conn.execute(_READ_RECORD, (lease, queue, now))
+            return rows
+
+        return self._deliveries(queue, lease, self._write(claim))
+
+    def _by_tags(
+        self, queue: str, tags: Sequence[str], sql: str, first: tuple[Any, ...], *, forget: bool
+    ) -> int:
+        keys = [(*first, tag_lease(tag), queue) for tag in tags]
+        if not keys:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            changed = sum(conn.execute(sql, key).rowcount for key in keys)
+            if forget:
+                conn.executemany(_TAG_FORGET, [(key[-2],) for key in keys])
+                conn.execute(_READS_EXPIRE, (_now_ms() - TAG_RECORD_MS,))
+            return changed
+
+        return self._write(run)
+
+    def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        until = _now_ms() + int(self.visibility_timeout * 1000)
+        return self._by_tags(queue, tags, _TAG_RENEW, (until,), forget=False)
+
+    def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        return self._by_tags(queue, tags, _TAG_DELETE, (), forget=True)
+
+    def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
+        released = self._by_tags(queue, tags, _TAG_RELEASE, (_now_ms(),), forget=True)
+        self._notify()
+        return released
+
     # -- inspection ----------------------------------------------------------------------
 
     def size(self, queue: str) -> int:
         conn = self._conn()
         count = self._retry_busy(lambda: conn.execute(_SIZE, (queue, _now_ms())).fetchone()[0])
+        return int(count)
+
+    def ready(self, queue: str) -> int:
+        """Rows due now: waiting ones and lapsed reservations (not delayed ones)."""
+        conn = self._conn()
+        count = self._retry_busy(lambda: conn.execute(_READY, (queue, _now_ms())).fetchone()[0])
         return int(count)
 
     def reserved(self, queue: str) -> int:

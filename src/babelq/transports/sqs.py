@@ -498,6 +498,12 @@ class SQSTransport(BaseTransport):
         attributes = answer.get("Attributes", {})
         return sum(int(attributes.get(name, 0)) for name in names)
 
+    def ready(self, queue: str) -> int:
+        """ApproximateNumberOfMessages: visible now (not delayed, not in flight)."""
+        name = "ApproximateNumberOfMessages"
+        answer = self._client.get_queue_attributes(QueueUrl=self.queue_url(queue), AttributeNames=[name])
+        return int(answer.get("Attributes", {}).get(name, 0))
+
     def reserved(self, queue: str) -> int:
         """ApproximateNumberOfMessagesNotVisible: received and neither deleted nor timed out."""
         name = "ApproximateNumberOfMessagesNotVisible"

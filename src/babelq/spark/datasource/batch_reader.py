@@ -1,5 +1,10 @@
 """Batch reads (``spark.read.format("babelq")``): a snapshot of a queue, by default non-destructive.
 
+The driver reads here, on every transport (unlike streaming reads, where executors read SQLite
+and Redis): a peek must put back exactly what it took, and slots reading in parallel could take
+the same released message twice. So a batch read is bounded by ``maxMessagesPerBatch`` and its
+bodies pass through the driver: size it for the driver's memory.
+
 A broker queue has no offsets to re-read, so a batch read reserves up to
 ``maxMessagesPerBatch`` messages on the driver while planning, copies their bodies into the
 input partitions, and then either puts them all back (default: a peek, e.g. for DLQ
@@ -23,7 +28,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from babelq.envelope import now_ms
 from babelq.spark.datasource.connect import open_reserving
 from babelq.spark.datasource.options import SourceOptions
-from babelq.spark.datasource.rows import ReservedRow, split, to_arrow, to_rows
+from babelq.spark.datasource.rows import ReservedRow, reader_identity, split, to_arrow, to_rows
+from babelq.spark.datasource.slots import shares
 from babelq.transports import Delivery, Transport
 
 log = logging.getLogger(__name__)
@@ -35,11 +41,12 @@ PATIENCE = 0.25
 class ReservedPartition(InputPartition):
     """A chunk of reserved bodies, planned on the driver and read on an executor."""
 
-    def __init__(self, rows: list[ReservedRow], reserved_at: int, batch_id: int | None) -> None:
+    def __init__(self, rows: list[ReservedRow], reserved_at: int, batch_id: int | None, read_by: str) -> None:
         super().__init__(len(rows))
         self.rows = rows
         self.reserved_at = reserved_at
         self.batch_id = batch_id
+        self.read_by = read_by
 
 
 def reserve_up_to(
@@ -87,9 +94,11 @@ class BabelqBatchReader(DataSourceReader):
             "consumed" if opts.consume else "put back",
         )
         at = now_ms()
-        return [ReservedPartition(chunk, at, None) for chunk in split(rows, opts.num_partitions)]
+        by = reader_identity("driver")
+        count = len(shares(len(rows), opts.num_partitions, opts.max_messages_per_partition))
+        return [ReservedPartition(chunk, at, None, by) for chunk in split(rows, count)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ReservedPartition)
         if partition.rows:
-            yield to_arrow(partition.rows, partition.reserved_at, partition.batch_id)
+            yield to_arrow(partition.rows, partition.reserved_at, partition.batch_id, partition.read_by)

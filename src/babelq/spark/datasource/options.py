@@ -71,9 +71,12 @@ class SourceOptions:
 
     - ``url``/``queue``: the broker (``sqlite:///q.db``, ``redis://...``) and logical queue.
     - ``max_messages_per_batch``: cap of one streaming micro-batch / one batch read.
-    - ``num_partitions``: how many Spark partitions one reservation is split into.
+    - ``num_partitions``: how many Spark partitions a batch is split into (at least: see the next).
+    - ``max_messages_per_partition``: more partitions when a batch would put more than this many
+      messages into one (executor memory: every body of a partition is in one Python worker).
     - ``visibility_timeout``: lease of a reader's reservations (renewed while held, see above).
-    - ``reserve_batch``: messages asked from the broker per ``reserve`` call.
+    - ``reserve_batch``: messages asked from the broker per ``reserve`` call (where the driver
+      reserves; an executor takes its whole share in one atomic call).
     - ``publish_batch``: bodies per ``publish_many`` call when writing.
     - ``consume``: batch reads only: ack what was read (``true``) instead of putting it back.
     """
@@ -82,6 +85,7 @@ class SourceOptions:
     queue: str
     max_messages_per_batch: int = 10_000
     num_partitions: int = 2
+    max_messages_per_partition: int = 50_000
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     reserve_batch: int = 1_000
     publish_batch: int = 1_000
@@ -104,6 +108,7 @@ class SourceOptions:
             queue=queue,
             max_messages_per_batch=_int(opts, "maxMessagesPerBatch", 10_000, 1),
             num_partitions=_int(opts, "numPartitions", 2, 1),
+            max_messages_per_partition=_int(opts, "maxMessagesPerPartition", 50_000, 1),
             visibility_timeout=visibility_timeout,
             reserve_batch=_int(opts, "reserveBatch", 1_000, 1),
             publish_batch=_int(opts, "publishBatch", 1_000, 1),

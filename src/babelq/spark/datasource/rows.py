@@ -1,14 +1,19 @@
 """The rows the ``babelq`` source produces: the body plus the broker's facts about the reservation.
 
-Reading happens in two halves: the driver reserves (so one process owns every receipt and
-can ack it later, which AMQP channels and SQS receipt handles require) and ships the bodies
-to executors inside the input partitions; executors only turn them into Arrow batches.
+Who reads the broker depends on the transport (:mod:`babelq.spark.datasource.stream_reader`):
+executor tasks (SQLite, Redis: tagged reservations) turn their own deliveries into Arrow; the
+driver (AMQP, SQS, and every batch read) reserves, ships the bodies to executors inside the
+input partitions as :class:`ReservedRow` and they only turn them into Arrow. ``read_by`` tells
+the two apart in the data, and which executor read what.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from babelq.transports import Delivery
@@ -17,19 +22,63 @@ from babelq.transports import Delivery
 #: attempts under the binding's reconciliation (SQS: ``ApproximateReceiveCount - 1``; 0 where the
 #: body's count is authoritative, as on Redis, RabbitMQ and SQLite). Every transport the source
 #: serves reconciles as ``max(body attempts, broker count)``, so a message's attempts are
-#: ``greatest(<body attempts>, broker_attempts)``.
+#: ``greatest(<body attempts>, broker_attempts)``. ``read_by`` is the process that took the row
+#: from the broker (:func:`reader_identity`).
 READ_SCHEMA = (
     "body BINARY, queue STRING, delivery_count INT, stored_at BIGINT, store_host STRING, "
-    "reserved_at BIGINT, batch_id BIGINT, broker_attempts INT"
+    "reserved_at BIGINT, batch_id BIGINT, broker_attempts INT, read_by STRING"
 )
 
+_NAMES = [
+    "body", "queue", "delivery_count", "stored_at", "store_host", "reserved_at", "batch_id",
+    "broker_attempts", "read_by",
+]  # fmt: skip
 
 _INT_MAX = 2**31 - 1
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _is_jvm(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            return fh.read().strip() == b"java"
+    except OSError:
+        return False
+
+
+@lru_cache(maxsize=2)
+def reader_identity(role: str) -> str:
+    """``"<role> <host>:<pid>"``: who read from the broker, for the ``read_by`` column.
+
+    ``role`` is ``executor`` (a Spark task) or ``driver`` (the query's reader on the driver).
+    ``pid`` is the JVM the Python process serves: a task's Python worker is a child of its
+    executor's ``pyspark.daemon``, itself a child of the executor JVM, so every task of one
+    executor gives the same value and two values mean two executors (in local mode the one
+    executor is the driver JVM). Found through ``/proc``; elsewhere the parent process id.
+    """
+    pid = os.getppid()
+    probe: int | None = pid
+    for _ in range(4):  # worker -> daemon -> JVM, with room for a wrapper process
+        if probe is None or probe <= 1:
+            break
+        if _is_jvm(probe):
+            pid = probe
+            break
+        probe = _parent(probe)
+    return f"{role} {socket.gethostname()}:{pid}"
+
+
 @dataclass(frozen=True, slots=True)
 class ReservedRow:
-    """One reserved message as shipped to an executor (picklable, no receipt)."""
+    """One message the driver reserved, as shipped to an executor (picklable, no receipt)."""
 
     body: bytes
     queue: str
@@ -57,7 +106,7 @@ def split(rows: Sequence[ReservedRow], parts: int) -> list[list[ReservedRow]]:
     return [list(rows[i : i + size]) for i in range(0, len(rows), size)]
 
 
-def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None) -> Any:
+def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None, read_by: str) -> Any:
     """One Arrow record batch with :data:`READ_SCHEMA`'s columns."""
     import pyarrow as pa
 
@@ -72,9 +121,12 @@ def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None
             pa.array([reserved_at] * n, pa.int64()),
             pa.array([batch_id] * n, pa.int64()),
             pa.array([r.broker_attempts for r in rows], pa.int32()),
+            pa.array([read_by] * n, pa.string()),
         ],
-        names=[
-            "body", "queue", "delivery_count", "stored_at", "store_host", "reserved_at", "batch_id",
-            "broker_attempts",
-        ],
+        names=_NAMES,
     )
+
+
+def deliveries_to_arrow(deliveries: Sequence[Delivery], reserved_at: int, batch_id: int, read_by: str) -> Any:
+    """:func:`to_arrow` of an executor's own deliveries (no intermediate rows)."""
+    return to_arrow(to_rows(deliveries), reserved_at, batch_id, read_by)

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructType
 from babelq.spark.datasource.batch_reader import BabelqBatchReader
 from babelq.spark.datasource.options import SourceOptions
 from babelq.spark.datasource.rows import READ_SCHEMA
-from babelq.spark.datasource.stream_reader import BabelqStreamReader
+from babelq.spark.datasource.stream_reader import stream_reader
 from babelq.spark.datasource.writer import BabelqStreamWriter, BabelqWriter, check_write_schema
 
 NAME = "babelq"
@@ -40,7 +40,7 @@ class BabelqDataSource(DataSource):
         return BabelqBatchReader(self._options())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        return BabelqStreamReader(self._options())
+        return stream_reader(self._options())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = self._options(need_queue=False)

@@ -1,34 +1,58 @@
-"""Streaming reads: reserve per micro-batch on the driver, ack only after Spark commits the batch.
+"""Streaming reads: executors (or, where the broker needs it, the driver) reserve per micro-batch;
+the driver acks only after Spark commits the batch.
 
-Offsets are micro-batch numbers (``{"batch": n}``), not positions in the queue: a broker
-queue cannot be re-read, so what a batch holds is whatever this reader reserved for it.
+Offsets are micro-batch numbers (``{"batch": n, ...}``), not positions in the queue: a broker
+queue cannot be re-read, so what a batch holds is whatever was reserved for it. Spark keeps one
+reader object per query in one long-lived Python process on the driver
+(``python_streaming_source_runner``) and sends it every ``latestOffset``, ``partitions`` and
+``commit`` call; the ``read`` of each input partition runs in a task on an executor.
 
-Where the reservations live. Spark keeps one reader object per query in one long-lived
-Python process on the driver (``python_streaming_source_runner``) and sends it every
-``latestOffset``, ``partitions`` and ``commit`` call. The reader reserves there, ships only
-the bodies to executors inside the input partitions, and settles there, through the same
-transport object. That is the only design that works for every broker: an AMQP delivery tag
-can only be acked on the channel that received it (so the reader keeps its connection open
-for the life of the query), and a lease (SQLite, Redis, SQS receipt handles) must be renewed
-by whoever holds it.
+**Executors read** (:class:`SlotStreamReader`; transports with tagged reservations: SQLite,
+Redis). The driver plans *read slots*, not bodies: ``latestOffset`` asks the broker how many
+messages are ready (``Transport.ready``, no reservation) and writes the batch's plan into its end
+offset (:mod:`~babelq.spark.datasource.slots`): a run id and each slot's share. Each executor
+task reserves its slot's share under the slot's tag (``Transport.reserve_tagged``); the broker
+records, in the same atomic step, which messages the tag took. The driver derives every tag of
+every uncommitted batch from the offsets, renews their leases while the batch is open and acks
+them in ``commit(end)`` (``renew_tagged``, ``ack_tagged``). Bodies never pass through the
+driver. Why this is correct:
 
-The life of a batch:
+- *Task retries, speculation, several actions.* A tag is taken once: a slot's second read (a
+  failed attempt's retry, a speculative copy, a recomputed shuffle input, a second action on the
+  batch's DataFrame) gets the same messages back, not new ones. So the batch is a fixed set, as
+  an offset range of a log would be, and whichever attempt's rows Spark used, every message under
+  the tags was read by it. Nothing is added to a tag after its first read, so ``commit`` acks
+  exactly what was read. (A message whose lease lapsed and that another consumer took is no
+  longer the tag's: not returned to a later read, not acked by it.)
+- *Restarts.* A batch Spark replays from its offset log has the dead run's run id in its
+  offset, so its slots name the dead run's tags: each replayed slot gets back what the dead
+  run's task took (the messages the tag still holds: a lapsed one is taken back while nobody
+  else took it), or reserves afresh when the dead run never read that slot. The new run acks
+  only what its own reads returned. A batch the dead run finished but never acked (Spark's
+  commit log has it) is acked by the new run when Spark commits it, from the same offset.
+- *Leases.* The driver renews every open batch's tags every third of the lease, from the moment
+  the batch is planned (before its tasks even ran: renewing a tag that holds nothing is a no-op),
+  so a slow micro-batch keeps its messages; ``visibilityTimeout`` bounds how long a killed
+  query's messages stay invisible.
 
-- ``latestOffset(start)`` reserves up to ``maxMessagesPerBatch`` messages for batch
-  ``start + 1``; when it got some, the batch exists, otherwise the offset does not move (no
-  empty micro-batches while the queue is idle, whatever ``size`` says about delayed messages).
-  It never waits for messages to arrive: an idle query asks the broker once per trigger, so
-  give queues that are often empty a ``processingTime`` trigger.
-- ``partitions`` hands the reserved bodies out; a batch Spark replays from its offset log after
-  a restart has nothing reserved in this process, so it reserves fresh messages then.
+**The driver reads** (:class:`DriverStreamReader`; AMQP, SQS). An AMQP delivery tag can only be
+acked on the channel that received it, and an SQS receipt handle has no durable place on the
+queue to be recorded in, so the reader reserves in ``latestOffset`` on the driver, ships the
+bodies to executors inside the input partitions, keeps every receipt and settles through the
+same open transport (the design before executors read). A batch it replays after a restart
+reserves afresh (the dead run's reservations come back on their own).
+
+The life of a batch, either way:
+
+- ``latestOffset(start)``: when something is ready, batch ``start + 1`` exists; otherwise the
+  offset does not move (no empty micro-batches while the queue is idle, whatever ``size`` says
+  about delayed messages). It never waits: an idle query asks the broker once per trigger, so
+  give queues that are often empty a ``processingTime`` trigger. Another consumer may take what
+  was ready before the slots read it: that batch is then empty (or smaller).
 - ``commit(end)`` acks every batch up to ``end``. Spark calls it for batch N only while
   planning batch N+1 (after N+1's ``latestOffset``): so when the queue runs dry with a batch
-  still unacked, ``latestOffset`` advances anyway to an empty *flush* batch (it reserves
-  nothing) whose planning commits the last real one.
-- While a batch is held, a background thread renews its leases (once they are a third of the
-  visibility timeout old, so a renewal is due at least half a lease before the deadline),
-  so a slow micro-batch never loses its messages to another consumer; ``visibilityTimeout`` only
-  bounds how long a *killed* query's messages stay invisible. AMQP needs no renewal.
+  still unacked, ``latestOffset`` advances anyway to an empty *flush* batch (it reads nothing)
+  whose planning commits the last real one.
 - ``stop()`` releases whatever is still held, so it is redelivered at once to the next run
   (when Spark lets it run: it may end the planner process first). A killed process cannot:
   its leases lapse after ``visibilityTimeout``; a dead AMQP connection's deliveries are
@@ -57,7 +81,8 @@ from babelq.envelope import now_ms
 from babelq.spark.datasource.batch_reader import ReservedPartition, reserve_up_to
 from babelq.spark.datasource.connect import open_reserving
 from babelq.spark.datasource.options import SourceOptions
-from babelq.spark.datasource.rows import split, to_arrow, to_rows
+from babelq.spark.datasource.rows import deliveries_to_arrow, reader_identity, split, to_arrow, to_rows
+from babelq.spark.datasource.slots import Plan, ReadSlot, new_run, shares
 from babelq.transports import Delivery, Transport
 
 log = logging.getLogger(__name__)
@@ -67,23 +92,13 @@ def _batch(offset: dict[str, Any]) -> int:
     return int(offset.get("batch", 0))
 
 
-@dataclass
-class _Held:
-    """The reservations of one planned batch (none for a flush batch) and when they were last leased."""
-
-    deliveries: list[Delivery]
-    leased_at: float  # time.monotonic() of the reservation or of the last renewal
-
-
-class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Driver-side state: one transport and the reservations of every batch not yet committed."""
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What both designs share: options, the driver's transport, the lease-renewal thread, quota."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._transport: Transport | None = None
-        self._held: dict[int, _Held] = {}  # batch id -> its reservations, until commit
-        self._planned: dict[str, list[ReservedPartition]] = {}
-        self._state = threading.Lock()  # guards the dicts and the quota
+        self._state = threading.Lock()  # guards the subclass's dicts and the quota
         self._settling = threading.Lock()  # one ack / renew / release at a time on the transport
         self._quota: int | None = None  # AvailableNow: messages this run may still take
         self._stopping = threading.Event()
@@ -96,13 +111,14 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["options"])  # type: ignore[misc]
 
-    # -- the transport and its leases ------------------------------------------------------------
+    def _max_held(self) -> int:
+        """Reservations the driver's transport may hold at once (AMQP sizes its prefetch by it)."""
+        return self.options.max_messages_per_batch
+
     @property
     def transport(self) -> Transport:
         if self._transport is None:
-            # batch N is still held while batch N+1 is reserved in latestOffset
-            held = 2 * self.options.max_messages_per_batch
-            self._transport = open_reserving(self.options, max_held=held)
+            self._transport = open_reserving(self.options, max_held=self._max_held())
             if self._transport.leased_reservations:
                 self._renewer = threading.Thread(
                     target=self._renew_loop, name=f"babelq-renew-{self.options.queue}", daemon=True
@@ -118,6 +134,218 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._renew_due(lease)
             except Exception:  # keep renewing the other batches; a lapse only means redelivery
                 log.exception("babelq stream %s: renewing reservations failed", self.options.queue)
+
+    def _renew_due(self, lease: float) -> None:
+        raise NotImplementedError
+
+    def _limit(self) -> int:
+        limit = self.options.max_messages_per_batch
+        with self._state:
+            if self._quota is not None:
+                limit = min(limit, self._quota)
+        return max(limit, 0)
+
+    def _take_quota(self, n: int) -> None:
+        with self._state:
+            if self._quota is not None:
+                self._quota = max(self._quota - n, 0)
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802
+        return {"batch": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        return ReadMaxRows(self.options.max_messages_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        waiting = self.transport.size(self.options.queue)
+        with self._state:
+            self._quota = waiting
+        log.info("babelq availableNow on %s: %d messages waiting", self.options.queue, waiting)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802
+        return None
+
+    def _stop_renewing(self) -> None:
+        self._stopping.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+
+
+# -- executors read (tagged reservations) ----------------------------------------------------------
+
+
+@dataclass
+class _Open:
+    """A planned or replayed batch not yet committed."""
+
+    plan: Plan
+    planned: int  # messages it took from the AvailableNow quota (0 for replays and flushes)
+    held: int | None = None  # what its tags held when last counted; None: not counted since it ran
+    renewed_at: float = 0.0  # time.monotonic() of the last renewal (0: never)
+
+
+class SlotStreamReader(_StreamReader):
+    """Driver side: plans read slots, renews and acks by tag; executors reserve (module docstring)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._run = new_run()
+        self._open: dict[int, _Open] = {}  # batch id -> its plan, until commit
+
+    def _max_held(self) -> int:
+        return 0  # the driver holds no delivery: only tags
+
+    def _shares(self, total: int) -> tuple[int, ...]:
+        return shares(total, self.options.num_partitions, self.options.max_messages_per_partition)
+
+    def _renew_due(self, lease: float) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        with self._settling:
+            now = time.monotonic()
+            with self._state:
+                due = [
+                    (b, o) for b, o in self._open.items() if o.plan.shares and now - o.renewed_at >= lease / 3
+                ]
+            for batch_id, opened in due:
+                held = transport.renew_tagged(self.options.queue, opened.plan.tags(self.options.queue))
+                opened.renewed_at = now
+                if opened.held is not None and held < opened.held:
+                    log.warning(
+                        "babelq stream %s batch %d: %d of %d reservations had lapsed before renewal; "
+                        "they will be delivered again (raise visibilityTimeout)",
+                        self.options.queue, batch_id, opened.held - held, opened.held,
+                    )  # fmt: skip
+                    opened.held = held
+
+    def _count_finished(self) -> None:
+        """Learn what the batches that ran since the last call hold (and renew them): Spark asks
+        for the next offset only after the current batch finished. Under AvailableNow, what a
+        batch planned but did not get (another consumer was faster) goes back to the quota."""
+        with self._settling:
+            with self._state:
+                uncounted = [o for o in self._open.values() if o.held is None]
+            for opened in uncounted:
+                tags = opened.plan.tags(self.options.queue)
+                held = self.transport.renew_tagged(self.options.queue, tags) if tags else 0
+                opened.renewed_at = time.monotonic()
+                with self._state:
+                    opened.held = held
+                    if self._quota is not None:
+                        self._quota += max(opened.planned - held, 0)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
+        following = _batch(start) + 1
+        with self._state:
+            known = self._open.get(following)
+        if known is not None:  # asked again before Spark planned it
+            return known.plan.offset()
+        self._count_finished()
+        want = self._limit()
+        ready = self.transport.ready(self.options.queue) if want > 0 else 0
+        with self._state:
+            if ready > 0:
+                want = min(want, ready)
+                plan = Plan(following, self._run, self._shares(want))
+                self._open[following] = _Open(plan, want)
+                if self._quota is not None:
+                    self._quota = max(self._quota - want, 0)
+                return plan.offset()
+            if any(o.held for o in self._open.values()):  # a flush batch commits (acks) the last real one
+                plan = Plan(following, self._run, ())
+                self._open[following] = _Open(plan, 0, held=0)
+                return plan.offset()
+            if self._quota is not None:
+                self._quota = 0  # AvailableNow: nothing ready any more, the run is over
+        return start
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        last = _batch(end)
+        if last <= _batch(start):
+            return []
+        plan = Plan.from_offset(end)
+        with self._state:
+            opened = self._open.get(last)
+            if opened is None:
+                if plan is None:
+                    # replayed from an offset log written without slots (the driver-side design):
+                    # nothing names what was reserved for it, so plan fresh slots now
+                    plan = Plan(last, self._run, self._shares(self.options.max_messages_per_batch))
+                # a batch replayed after a restart: its slots name the dead run's tags, so they
+                # read back what that run's tasks took; from now on it is renewed and acked here
+                opened = self._open[last] = _Open(plan, 0)
+                log.info("babelq stream %s: replaying batch %d (run %s)", self.options.queue, last, plan.run)
+            plan = opened.plan
+        log.info("babelq stream %s batch %d: %d read slots", self.options.queue, last, len(plan.shares))
+        tags = plan.tags(self.options.queue)
+        return [ReadSlot(tag, share, last) for tag, share in zip(tags, plan.shares, strict=True)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """On an executor: reserve the slot's share under its tag (or get back what the tag holds)."""
+        assert isinstance(partition, ReadSlot)
+        opts = self.options
+        transport = open_reserving(opts, max_held=partition.share)
+        try:
+            held = transport.reserve_tagged(opts.queue, partition.tag, max_messages=partition.share)
+        finally:
+            transport.close()
+        if held:
+            yield deliveries_to_arrow(held, now_ms(), partition.batch_id, reader_identity("executor"))
+
+    def commit(self, end: dict[str, Any]) -> None:
+        upto = _batch(end)
+        with self._settling:
+            with self._state:
+                done = [self._open.pop(b).plan for b in sorted(self._open) if b <= upto]
+            finished = Plan.from_offset(end)
+            if finished is not None and all(p.batch != finished.batch for p in done):
+                # a batch a dead run read and Spark committed, but the run died before acking it
+                done.append(finished)
+            tags = [tag for plan in done for tag in plan.tags(self.options.queue)]
+            acked = self.transport.ack_tagged(self.options.queue, tags) if tags else 0
+        log.info("babelq stream %s: committed up to batch %d, acked %d", self.options.queue, upto, acked)
+
+    def stop(self) -> None:
+        self._stop_renewing()
+        with self._settling, self._state:
+            tags = [tag for o in self._open.values() for tag in o.plan.tags(self.options.queue)]
+            self._open.clear()
+        transport, self._transport = self._transport, None
+        if transport is None:
+            return
+        try:
+            if tags:
+                released = transport.release_tagged(self.options.queue, tags)
+                log.info("babelq stream %s: released %d unacked messages on stop", self.options.queue,
+                         released)  # fmt: skip
+        finally:
+            transport.close()
+
+
+# -- the driver reads (AMQP, SQS) -------------------------------------------------------------------
+
+
+@dataclass
+class _Held:
+    """The reservations of one planned batch (none for a flush batch) and when they were last leased."""
+
+    deliveries: list[Delivery]
+    leased_at: float  # time.monotonic() of the reservation or of the last renewal
+
+
+class DriverStreamReader(_StreamReader):
+    """Driver-side state: one transport and the reservations of every batch not yet committed."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        self._held: dict[int, _Held] = {}  # batch id -> its reservations, until commit
+        self._planned: dict[str, list[ReservedPartition]] = {}
+
+    def _max_held(self) -> int:
+        # batch N is still held while batch N+1 is reserved in latestOffset
+        return 2 * self.options.max_messages_per_batch
 
     def _renew_due(self, lease: float) -> None:
         transport = self._transport
@@ -140,31 +368,13 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )  # fmt: skip
 
     def _reserve(self) -> list[Delivery]:
-        limit = self.options.max_messages_per_batch
-        with self._state:
-            if self._quota is not None:
-                limit = min(limit, self._quota)
+        limit = self._limit()
         if limit <= 0:
             return []
         opts = self.options
         held = reserve_up_to(self.transport, opts.queue, limit, opts.reserve_batch)
-        with self._state:
-            if self._quota is not None:
-                self._quota = max(self._quota - len(held), 0)
+        self._take_quota(len(held))
         return held
-
-    # -- offsets ---------------------------------------------------------------------------------
-    def initialOffset(self) -> dict[str, Any]:  # noqa: N802
-        return {"batch": 0}
-
-    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
-        return ReadMaxRows(self.options.max_messages_per_batch)
-
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
-        ready = self.transport.size(self.options.queue)
-        with self._state:
-            self._quota = ready
-        log.info("babelq availableNow on %s: %d messages waiting", self.options.queue, ready)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
         following = _batch(start) + 1
@@ -184,10 +394,6 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._quota = 0  # AvailableNow: nothing ready any more, the run is over
         return start
 
-    def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802
-        return None
-
-    # -- planning, reading, committing -------------------------------------------------------------
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         key = json.dumps([start, end], sort_keys=True)
         first, last = _batch(start), _batch(end)
@@ -206,10 +412,10 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             known = [replay]
         deliveries = [d for held in known for d in held.deliveries]
         at = now_ms()
-        parts = [
-            ReservedPartition(chunk, at, last)
-            for chunk in split(to_rows(deliveries), self.options.num_partitions)
-        ]
+        opts = self.options
+        count = len(shares(len(deliveries), opts.num_partitions, opts.max_messages_per_partition))
+        by = reader_identity("driver")
+        parts = [ReservedPartition(chunk, at, last, by) for chunk in split(to_rows(deliveries), count)]
         with self._state:
             self._planned[key] = parts
         log.info("babelq stream %s batch %d: %d messages", self.options.queue, last, len(deliveries))
@@ -218,7 +424,7 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, ReservedPartition)
         if partition.rows:
-            yield to_arrow(partition.rows, partition.reserved_at, partition.batch_id)
+            yield to_arrow(partition.rows, partition.reserved_at, partition.batch_id, partition.read_by)
 
     def commit(self, end: dict[str, Any]) -> None:
         upto = _batch(end)
@@ -234,10 +440,7 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._renewer is not None:
-            self._renewer.join()
-            self._renewer = None
+        self._stop_renewing()
         with self._settling, self._state:
             leftover = [d for held in self._held.values() for d in held.deliveries]
             self._held.clear()
@@ -255,3 +458,12 @@ class BabelqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 transport.release_many(leftover)
         finally:
             transport.close()
+
+
+def stream_reader(options: SourceOptions) -> _StreamReader:
+    """The reader for ``options.url``: executors read where the transport has tagged reservations."""
+    from babelq.transports import transport_class
+
+    if transport_class(options.url).tagged_reservations:
+        return SlotStreamReader(options)
+    return DriverStreamReader(options)
