@@ -5,7 +5,8 @@ The session-wide ``spark`` fixture runs ``local[2]``, where Spark never retries 
 test starts its own Spark (``local[2,3]``: three attempts per task) in a child process. The
 streaming query's sink runs a function over Arrow batches that records what each attempt of
 each partition read, then fails the first attempt of partition 0 *after* reading it (the worst
-moment: the executor's reservation exists, its rows are in flight). The retried attempt must get
+moment: the executor's reservation exists, its rows are in flight), and SIGKILLs the Python
+worker running the first attempt of partition 1 at the same point. The retried attempts must get
 the same messages back (a slot's tag is taken once), and the commit must ack exactly those.
 """
 
@@ -43,8 +44,10 @@ CHILD = textwrap.dedent(
         name = f"{out}/p{context.partitionId()}-a{context.attemptNumber()}.json"
         with open(name, "w") as fh:
             json.dump([b.decode() for b in got], fh)
-        if context.partitionId() == 0 and context.attemptNumber() == 0:
+        if context.attemptNumber() == 0 and context.partitionId() == 0:
             raise RuntimeError("injected failure after reading")
+        if context.attemptNumber() == 0 and context.partitionId() == 1:
+            os.kill(os.getpid(), 9)  # the executor's Python worker dies holding its reservation
         import pyarrow as pa
         yield pa.RecordBatch.from_arrays([pa.array(got, pa.binary())], names=["body"])
 
@@ -66,7 +69,9 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_retried_task_reads_what_its_failed_attempt_read(tmp_path: Path, unique_queue: str) -> None:
+def test_a_retried_task_reads_what_its_failed_or_killed_attempt_read(
+    tmp_path: Path, unique_queue: str
+) -> None:
     db = tmp_path / "q.db"
     bodies = [f'{{"job":"urn:babel:test:retry","n":{i}}}' for i in range(40)]
     publisher = open_transport(f"sqlite://{db}")
@@ -81,8 +86,11 @@ def test_a_retried_task_reads_what_its_failed_attempt_read(tmp_path: Path, uniqu
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     attempts = {p.stem: json.loads(p.read_text()) for p in out.glob("p*-a*.json")}
-    assert sorted(attempts) == ["p0-a0", "p0-a1", "p1-a0"], sorted(attempts)  # partition 0 was retried
-    assert attempts["p0-a0"] and attempts["p0-a1"] == attempts["p0-a0"]  # the same messages, in order
+    # both partitions were retried: one after an exception, one after its worker was SIGKILLed
+    assert sorted(attempts) == ["p0-a0", "p0-a1", "p1-a0", "p1-a1"], sorted(attempts)
+    for p in ("p0", "p1"):
+        assert attempts[f"{p}-a0"]
+        assert attempts[f"{p}-a1"] == attempts[f"{p}-a0"]  # the same messages, in order
     sunk = json.loads((out / "sunk.json").read_text())
     assert sorted(sunk) == sorted(bodies)  # each exactly once: nothing lost, nothing read twice
     assert publisher.size(unique_queue) == 0 and publisher.reserved(unique_queue) == 0  # all acked

@@ -180,8 +180,7 @@ class _Open:
     """A planned or replayed batch not yet committed."""
 
     plan: Plan
-    planned: int  # messages it took from the AvailableNow quota (0 for replays and flushes)
-    held: int | None = None  # what its tags held when last counted; None: not counted since it ran
+    held: int = 0  # what its tags held at the last renewal (to tell when some lapsed)
     renewed_at: float = 0.0  # time.monotonic() of the last renewal (0: never)
 
 
@@ -212,29 +211,13 @@ class SlotStreamReader(_StreamReader):
             for batch_id, opened in due:
                 held = transport.renew_tagged(self.options.queue, opened.plan.tags(self.options.queue))
                 opened.renewed_at = now
-                if opened.held is not None and held < opened.held:
+                if held < opened.held:  # (a renewal while the batch's tasks still read only grows)
                     log.warning(
                         "babelq stream %s batch %d: %d of %d reservations had lapsed before renewal; "
                         "they will be delivered again (raise visibilityTimeout)",
                         self.options.queue, batch_id, opened.held - held, opened.held,
                     )  # fmt: skip
-                    opened.held = held
-
-    def _count_finished(self) -> None:
-        """Learn what the batches that ran since the last call hold (and renew them): Spark asks
-        for the next offset only after the current batch finished. Under AvailableNow, what a
-        batch planned but did not get (another consumer was faster) goes back to the quota."""
-        with self._settling:
-            with self._state:
-                uncounted = [o for o in self._open.values() if o.held is None]
-            for opened in uncounted:
-                tags = opened.plan.tags(self.options.queue)
-                held = self.transport.renew_tagged(self.options.queue, tags) if tags else 0
-                opened.renewed_at = time.monotonic()
-                with self._state:
-                    opened.held = held
-                    if self._quota is not None:
-                        self._quota += max(opened.planned - held, 0)
+                opened.held = held
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
         following = _batch(start) + 1
@@ -242,20 +225,23 @@ class SlotStreamReader(_StreamReader):
             known = self._open.get(following)
         if known is not None:  # asked again before Spark planned it
             return known.plan.offset()
-        self._count_finished()
         want = self._limit()
         ready = self.transport.ready(self.options.queue) if want > 0 else 0
         with self._state:
             if ready > 0:
                 want = min(want, ready)
                 plan = Plan(following, self._run, self._shares(want))
-                self._open[following] = _Open(plan, want)
+                self._open[following] = _Open(plan)
                 if self._quota is not None:
+                    # what another consumer takes first is not read here, but it was not left
+                    # waiting either: the run still covers what waited when it started
                     self._quota = max(self._quota - want, 0)
                 return plan.offset()
-            if any(o.held for o in self._open.values()):  # a flush batch commits (acks) the last real one
+            if any(o.plan.shares for o in self._open.values()):
+                # an uncommitted batch had slots: a flush batch's planning commits (acks) it. (Its
+                # slots may have found nothing: then the flush batch only costs an empty batch.)
                 plan = Plan(following, self._run, ())
-                self._open[following] = _Open(plan, 0, held=0)
+                self._open[following] = _Open(plan)
                 return plan.offset()
             if self._quota is not None:
                 self._quota = 0  # AvailableNow: nothing ready any more, the run is over
@@ -275,7 +261,7 @@ class SlotStreamReader(_StreamReader):
                     plan = Plan(last, self._run, self._shares(self.options.max_messages_per_batch))
                 # a batch replayed after a restart: its slots name the dead run's tags, so they
                 # read back what that run's tasks took; from now on it is renewed and acked here
-                opened = self._open[last] = _Open(plan, 0)
+                opened = self._open[last] = _Open(plan)
                 log.info("babelq stream %s: replaying batch %d (run %s)", self.options.queue, last, plan.run)
             plan = opened.plan
         log.info("babelq stream %s batch %d: %d read slots", self.options.queue, last, len(plan.shares))
