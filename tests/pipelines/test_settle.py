@@ -10,7 +10,7 @@ import pytest
 from payment_fixtures import transfer
 
 from babelq.envelope import decode, make, now_ms, original_bytes
-from babelq.pipelines.ledger import open_ledger
+from babelq.pipelines.ledger import Posting, open_ledger
 from babelq.transports import Outgoing, open_transport
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -41,9 +41,13 @@ def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     other = make("urn:babel:payments:refund.requested", {"x": 1}, queue=queue)
     replayed = transfer("PAY-R", queue)
     ledger = open_ledger(ledger_path)
-    from babelq.pipelines.settle_partition import _posting
-
-    ledger.post([_posting(replayed, now_ms())])  # already posted by an earlier run
+    d = replayed.data
+    ledger.post([Posting(  # already posted by an earlier run
+        message_id=replayed.id, payment_reference=d["payment_reference"], amount_cents=d["amount_cents"],
+        currency=d["currency"], debtor_bsb=d["debtor_bsb"], debtor_account=d["debtor_account"],
+        creditor_bsb=d["creditor_bsb"], creditor_account=d["creditor_account"], correlation_id=None,
+        trace_id=replayed.trace_id, attempts=0, posted_at=now_ms(),
+    )])
     ledger.close()
 
     bodies = [e.encode() for e in [*good, transient, closed, expired, invalid, other, replayed]]

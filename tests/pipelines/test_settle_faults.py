@@ -1,7 +1,9 @@
 """Settle never stalls on one message and never doubles an effect when a micro-batch comes back.
 
-These run :func:`settle_partition` directly (no Spark): it is what every micro-batch runs, and
-a micro-batch delivered again after a crash is the same call with the same bodies.
+These run :func:`~babelq.pipelines.settle.settle_frame` on a batch DataFrame of bodies: it is what
+every micro-batch of the streaming query runs (decode and classification on the JVM, the
+partitions in Python), and a micro-batch delivered again after a crash is the same call with the
+same bodies.
 """
 
 from __future__ import annotations
@@ -19,23 +21,22 @@ from payment_fixtures import transfer
 from babelq.envelope import decode, original_bytes
 from babelq.pipelines.core_banking import CoreBankingSimulator
 from babelq.pipelines.ledger import open_ledger
-from babelq.pipelines.settle_partition import SettleConfig, settle_partition
+from babelq.pipelines.settle_partition import SettleConfig
 from babelq.transports import open_transport
 from conftest import require_service
 
-pa = pytest.importorskip("pyarrow")
+pytestmark = [pytest.mark.spark]
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def _run(config: SettleConfig, bodies: list[bytes]) -> dict[tuple[str, str], int]:
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(bodies, pa.binary()), pa.array([0] * len(bodies), pa.int32())],
-        names=["body", "broker_attempts"],
-    )
-    [out] = list(settle_partition(iter([batch]), config))
-    table = out.to_pydict()
-    return {(o, c or ""): n for o, c, n in zip(table["outcome"], table["cause"], table["n"], strict=True)}
+def _run(spark: Any, config: SettleConfig, bodies: list[bytes]) -> dict[tuple[str, str], int]:
+    """One micro-batch of ``bodies``, settled by two partitions as the streaming query does."""
+    from babelq.pipelines.settle import settle_frame
+    from babelq.pipelines.settle_classify import decoded
+
+    df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")
+    return settle_frame(decoded(df), config, partitions=2)
 
 
 def _config(tmp_path: Path, queue: str, **extra: Any) -> SettleConfig:
@@ -64,12 +65,12 @@ def _deep_transfer(queue: str, depth: int) -> bytes:
 
 @pytest.mark.parametrize("depth", [400, 990, 1020])
 def test_a_message_that_cannot_be_re_encoded_does_not_stop_the_batch(
-    tmp_path: Path, unique_queue: str, depth: int
+    spark: Any, tmp_path: Path, unique_queue: str, depth: int
 ) -> None:
     config = _config(tmp_path, unique_queue)
     good = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(50)]
     deep = _deep_transfer(unique_queue, depth)
-    counts = _run(config, [*good[:25], deep, *good[25:]])
+    counts = _run(spark, config, [*good[:25], deep, *good[25:]])
     assert counts.get(("posted", ""), 0) == 50
     assert sum(n for (o, _), n in counts.items() if o == "dead_lettered") == 1
     [dead] = _drain(config.url, config.dlq)
@@ -86,11 +87,19 @@ class _BuggyBank(CoreBankingSimulator):
         return CoreBankingSimulator.failure(self, data, attempts)
 
 
-def test_a_bug_on_one_message_dead_letters_that_message_alone(tmp_path: Path, unique_queue: str) -> None:
+def test_a_bug_on_one_message_dead_letters_that_message_alone(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    import sys
+
+    from pyspark import cloudpickle
+
+    # the buggy bank travels to Spark's Python workers by value (they cannot import this test file)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     config = _config(tmp_path, unique_queue, bank=_BuggyBank())
     boom = transfer("PAY-BOOM", unique_queue).encode()
     bodies = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(20)] + [boom]
-    counts = _run(config, bodies)
+    counts = _run(spark, config, bodies)
     assert counts == {("posted", ""): 20, ("dead_lettered", "unprocessable"): 1}
     [dead] = _drain(config.url, config.dlq)
     assert original_bytes(dead) == boom
@@ -98,7 +107,7 @@ def test_a_bug_on_one_message_dead_letters_that_message_alone(tmp_path: Path, un
 
 
 def test_a_redelivered_micro_batch_dead_letters_and_retries_nothing_twice(
-    tmp_path: Path, unique_queue: str
+    spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
     """A crash after the ledger commit redelivers the whole micro-batch: the second run of it
     must publish no second dead letter and no second retry (per message and attempt)."""
@@ -112,12 +121,12 @@ def test_a_redelivered_micro_batch_dead_letters_and_retries_nothing_twice(
         b"{not json",  # poison
         b"\xff\xfe poison",
     ]
-    first = _run(config, bodies)
+    first = _run(spark, config, bodies)
     assert first == {
         ("posted", ""): 10, ("retried", "core_banking"): 1, ("dead_lettered", "expired"): 1,
         ("dead_lettered", "invalid"): 1, ("dead_lettered", "max_attempts"): 1, ("dead_lettered", "poison"): 2,
     }
-    again = _run(config, bodies)  # the same micro-batch, delivered again
+    again = _run(spark, config, bodies)  # the same micro-batch, delivered again
     assert again == {("duplicate", "already_processed"): 10, ("duplicate", "already_settled"): 6}
     assert len(_drain(config.url, config.dlq)) == 5
     [retry] = _drain(config.url, unique_queue)
@@ -130,15 +139,17 @@ def test_a_redelivered_micro_batch_dead_letters_and_retries_nothing_twice(
         ledger.close()
 
 
-def test_the_same_payment_under_a_new_meta_id_is_not_posted_again(tmp_path: Path, unique_queue: str) -> None:
+def test_the_same_payment_under_a_new_meta_id_is_not_posted_again(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
     """The business key: an ingest re-run (or another producer) sending the same payment with a
     fresh meta.id is a duplicate; a different payment reusing a posted reference is refused."""
     config = _config(tmp_path, unique_queue)
     first = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(5)]
-    assert _run(config, first) == {("posted", ""): 5}
+    assert _run(spark, config, first) == {("posted", ""): 5}
     again = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(5)]  # same payments, new ids
     reused = transfer("PAY-0", unique_queue, amount_cents=999_999).encode()  # another payment, same reference
-    counts = _run(config, [*again, reused])
+    counts = _run(spark, config, [*again, reused])
     assert counts == {("duplicate", "already_posted"): 5, ("dead_lettered", "reference_conflict"): 1}
     [dead] = _drain(config.url, config.dlq)
     block = orjson.loads(dead)["dead_letter"]
@@ -164,7 +175,7 @@ def pg_ledger() -> Iterator[tuple[str, str]]:
 
 @pytest.mark.live
 def test_postgres_refuses_one_posting_and_posts_the_rest(
-    tmp_path: Path, unique_queue: str, pg_ledger: tuple[str, str]
+    spark: Any, tmp_path: Path, unique_queue: str, pg_ledger: tuple[str, str]
 ) -> None:
     url, prefix = pg_ledger
     config = SettleConfig(
@@ -172,12 +183,12 @@ def test_postgres_refuses_one_posting_and_posts_the_rest(
     )
     nul = transfer("PAY-\u0000-NUL", unique_queue).encode()  # PostgreSQL text cannot hold U+0000
     bodies = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(30)]
-    counts = _run(config, [*bodies[:10], nul, *bodies[10:]])
+    counts = _run(spark, config, [*bodies[:10], nul, *bodies[10:]])
     assert counts == {("posted", ""): 30, ("dead_lettered", "unpostable"): 1}
     [dead] = _drain(config.url, config.dlq)
     assert decode(dead).id == decode(nul).id
     assert "refused" in orjson.loads(dead)["dead_letter"]["error"]
-    again = _run(config, [*bodies, nul])
+    again = _run(spark, config, [*bodies, nul])
     assert again == {("duplicate", "already_processed"): 30, ("duplicate", "already_settled"): 1}
     ledger = open_ledger(url, prefix=prefix)
     try:
@@ -187,7 +198,7 @@ def test_postgres_refuses_one_posting_and_posts_the_rest(
 
 
 def test_a_retry_meeting_its_redelivered_original_in_one_batch_is_not_dropped(
-    tmp_path: Path, unique_queue: str
+    spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
     """Found by the SIGKILL test: a killed run retried a message (attempts 1 published, key of
     attempt 0 claimed) but never acked the original. The original comes back with the retry in
@@ -195,15 +206,15 @@ def test_a_retry_meeting_its_redelivered_original_in_one_batch_is_not_dropped(
     config = _config(tmp_path, unique_queue, retry_delay_ms=0)
     closed = transfer("PAY-CLOSED", unique_queue, creditor_account="12349999")
     transient = transfer("PAY-T", unique_queue, creditor_account="12340000")
-    first = _run(config, [closed.encode(), transient.encode()])
+    first = _run(spark, config, [closed.encode(), transient.encode()])
     assert first == {("retried", "core_banking"): 2}
     retries = _drain(config.url, unique_queue)
     assert sorted(decode(b).attempts for b in retries) == [1, 1]
     # the originals, never acked, come back in the same batch as their retries
-    again = _run(config, [closed.encode(), transient.encode(), *retries])
+    again = _run(spark, config, [closed.encode(), transient.encode(), *retries])
     assert again == {
         ("duplicate", "already_settled"): 2, ("retried", "core_banking"): 1, ("posted", ""): 1,
     }
     [second_retry] = _drain(config.url, unique_queue)
     assert decode(second_retry).attempts == 2
-    assert _run(config, [second_retry]) == {("dead_lettered", "max_attempts"): 1}
+    assert _run(spark, config, [second_retry]) == {("dead_lettered", "max_attempts"): 1}

@@ -1,4 +1,4 @@
-"""settle_partition on its own (no Spark): the broker's delivery count raises attempts, never lowers them.
+"""Settle of one micro-batch: the broker's delivery count raises attempts, never lowers them.
 
 The ``babelq`` source reads ``broker_attempts`` (SQS: ApproximateReceiveCount - 1) beside each
 body; settle takes ``max(body attempts, broker_attempts)`` as SPEC section 4 asks, so a message
@@ -8,37 +8,37 @@ SQS has handed out three times is not given three more tries because its body st
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from payment_fixtures import transfer
 
 from babelq.envelope import decode
-from babelq.pipelines.settle_partition import SettleConfig, settle_partition
+from babelq.pipelines.settle_partition import SettleConfig
 from babelq.transports import open_transport
 
-pa = pytest.importorskip("pyarrow")
+pytestmark = [pytest.mark.spark]
 
 
-def _settle(tmp_path: Path, queue: str, rows: list[tuple[bytes, int]]) -> dict[tuple[str, str], int]:
+def _settle(
+    spark: Any, tmp_path: Path, queue: str, rows: list[tuple[bytes, int]]
+) -> dict[tuple[str, str], int]:
+    from babelq.pipelines.settle import settle_frame
+    from babelq.pipelines.settle_classify import decoded
+
     config = SettleConfig(
         url=f"sqlite://{tmp_path}/q.db", queue=queue, ledger=str(tmp_path / "ledger.db"), max_attempts=3
     )
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array([b for b, _ in rows], pa.binary()), pa.array([n for _, n in rows], pa.int32())],
-        names=["body", "broker_attempts"],
-    )
-    [out] = list(settle_partition(iter([batch]), config))
-    table = out.to_pydict()
-    return {
-        (o, c or ""): n for o, c, n in zip(table["outcome"], table["cause"], table["n"], strict=True)
-    }
+    df = spark.createDataFrame(rows, "body binary, broker_attempts int")
+    return settle_frame(decoded(df), config, partitions=2)
 
 
-def test_broker_attempts_raise_the_body_count(tmp_path: Path, unique_queue: str) -> None:
+def test_broker_attempts_raise_the_body_count(spark: Any, tmp_path: Path, unique_queue: str) -> None:
     closed_fresh = transfer("PAY-C0", unique_queue, creditor_account="12349999")
     closed_seen = transfer("PAY-C2", unique_queue, creditor_account="12349999")
     transient_seen = transfer("PAY-T1", unique_queue, creditor_account="12340000")
     counts = _settle(
+        spark,
         tmp_path,
         unique_queue,
         [(closed_fresh.encode(), 0), (closed_seen.encode(), 2), (transient_seen.encode(), 1)],
@@ -58,7 +58,9 @@ def test_broker_attempts_raise_the_body_count(tmp_path: Path, unique_queue: str)
     assert dead.dead_letter["attempts"] == 3
 
 
-def test_a_lower_broker_count_never_lowers_the_body_attempts(tmp_path: Path, unique_queue: str) -> None:
+def test_a_lower_broker_count_never_lowers_the_body_attempts(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
     closed = transfer("PAY-C", unique_queue, creditor_account="12349999").with_attempts(2)
-    counts = _settle(tmp_path, unique_queue, [(closed.encode(), 0)])
+    counts = _settle(spark, tmp_path, unique_queue, [(closed.encode(), 0)])
     assert counts == {("dead_lettered", "max_attempts"): 1}

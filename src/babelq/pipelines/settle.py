@@ -1,11 +1,20 @@
 """Service B as a Spark Structured Streaming query: consume, settle exactly once, stop when drained.
 
 The query reads the queue through the ``babelq`` source (acks after each micro-batch
-commits) and hands every micro-batch to :func:`process_batch`, which settles it as one
-partition with :func:`~babelq.pipelines.settle_partition.settle_partition`: copies of a
-``meta.id`` inside the batch are dropped in batch order (no shuffle), the ledger rows and
-processed ids are written in one transaction, DLQ and retry messages are published in
-batches. One Spark action (one task) per micro-batch.
+commits) and hands every micro-batch to :func:`process_batch`, one Spark action per
+micro-batch, in two stages:
+
+* on the JVM (:mod:`babelq.pipelines.settle_classify`): every body decoded by babelq's scanner,
+  classified by the consume rules the worker runtime applies (:mod:`babelq.runtime.rules`: poison,
+  unsupported, expired, deferred, unknown URN, copies, retry or DLQ on failure) as Spark
+  expressions, hash-partitioned by ``meta.id`` so that copies of a message meet in one partition;
+* in Python, in every partition at once (:mod:`babelq.pipelines.settle_partition`): the handler
+  (schema, core banking) for the rows that reach it, then one ledger transaction per partition
+  holding its postings, processed ids and outbox claims, then the partition's dead letters and
+  retries published from that executor through the ``babelq`` transports.
+
+The micro-batch is read once (the source reserves when it is read): everything happens in the
+one ``collect`` of the partitions' outcome counts.
 
 :func:`settle` first opens the ledger (a bad ``--ledger`` fails at once) and publishes the dead
 letters and retries a crashed run committed but never published (the ledger's outbox). It then
@@ -29,9 +38,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from babelq.envelope import now_ms
 from babelq.errors import BabelqError
 from babelq.pipelines.ledger import open_ledger
-from babelq.pipelines.settle_partition import OUTCOME_SCHEMA, SettleConfig, publish_outbound, settle_partition
+from babelq.pipelines.settle_classify import classified, decoded
+from babelq.pipelines.settle_partition import (
+    HANDLED_URNS,
+    OUTCOME_SCHEMA,
+    SECONDS,
+    SettleConfig,
+    publish_outbound,
+    settle_partition,
+)
 from babelq.transports import Transport, open_transport
 from babelq.urls import redact_text
 
@@ -45,13 +63,17 @@ class SettleStats:
     batches: int = 0
     messages: int = 0
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: seconds spent per phase of the partitions' Python work, summed over every task (a profile:
+    #: ``read`` waiting for the JVM's rows, ``handle``, ``ledger``, ``publish``)
+    seconds: Counter[str] = field(default_factory=Counter)
     last_batch_rows: int = -1
     last_batch_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, counts: dict[tuple[str, str], int]) -> None:
+    def record(self, counts: dict[tuple[str, str], int], seconds: dict[str, float] | None = None) -> None:
         rows = sum(counts.values())
         with self.lock:
+            self.seconds.update(seconds or {})
             self.batches += 1
             self.messages += rows
             self.outcomes.update(counts)
@@ -62,25 +84,50 @@ class SettleStats:
         return sum(n for (o, c), n in self.outcomes.items() if o == outcome and (cause is None or c == cause))
 
 
+#: How often the driver looks whether the queue is drained (two idle looks in a row end the run).
+_POLL_SECONDS = 0.1
+
+
 class InjectedCrashError(BabelqError):
     """Raised by the test hook ``fail_after_batches`` to kill a query mid-run."""
 
 
-def process_batch(
-    df: Any, batch_id: int, *, config: SettleConfig, stats: SettleStats, fail_after_batches: int | None = None
-) -> None:
-    """foreachBatch body: settle one micro-batch (one Spark action)."""
-    started = time.perf_counter()
-    # one partition: the micro-batch is settled in batch order by one task, so copies of a
-    # meta.id are found without a shuffle and the ledger takes one transaction per batch
-    settled = df.select("body", "broker_attempts").coalesce(1)
-    rows = settled.mapInArrow(partial(settle_partition, config=config), OUTCOME_SCHEMA)
-    rows = rows.collect()
+def settle_frame(
+    df: Any, config: SettleConfig, *, partitions: int, now: int | None = None,
+    seconds: dict[str, float] | None = None,
+) -> dict[tuple[str, str], int]:
+    """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle_classify.decoded` made (of a
+    ``body`` column, optionally ``broker_attempts``), in ``partitions`` parallel tasks; returns how
+    many had each (outcome, cause), and adds each phase's seconds (summed over the tasks) to
+    ``seconds``. One Spark action, so a streaming micro-batch is read (reserved) once."""
+    at = now if now is not None else now_ms()
+    rows = classified(df, now_ms=at, urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
+    outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str], int] = {}
-    for r in rows:  # one row per outcome and partition: add the partitions up
+    for r in outcomes:  # one row per outcome and partition: add the partitions up
+        if r["outcome"] == SECONDS:
+            if seconds is not None:
+                seconds[r["cause"]] = seconds.get(r["cause"], 0.0) + int(r["n"]) / 1e6
+            continue
         key = (r["outcome"], r["cause"] or "")
         counts[key] = counts.get(key, 0) + int(r["n"])
-    stats.record(counts)
+    return counts
+
+
+def process_batch(
+    df: Any,
+    batch_id: int,
+    *,
+    config: SettleConfig,
+    stats: SettleStats,
+    partitions: int = 2,
+    fail_after_batches: int | None = None,
+) -> None:
+    """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks)."""
+    started = time.perf_counter()
+    phases: dict[str, float] = {}
+    counts = settle_frame(df, config, partitions=partitions, seconds=phases)
+    stats.record(counts, phases)
     n = sum(counts.values())
     seconds = time.perf_counter() - started
     if n:
@@ -154,7 +201,7 @@ def settle(
     max_attempts: int = 3,
     retry_delay_ms: int = 1_000,
     max_messages_per_batch: int = 20_000,
-    num_partitions: int = 1,
+    num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
     timeout: float = 600.0,
     stats: SettleStats | None = None,
@@ -163,8 +210,11 @@ def settle(
 ) -> SettleRun:
     """Consume ``queue`` until it is drained (or ``timeout`` seconds pass) and settle every message.
 
-    Raises the query's error if it dies (e.g. :class:`InjectedCrashError` from the test hook);
-    the checkpoint then lets the next call continue.
+    ``num_partitions`` is how many tasks read and settle each micro-batch in parallel (default:
+    Spark's default parallelism, the cores of a local master). ``retry_delay_ms`` is the base of
+    the retries' jittered backoff (:class:`babelq.runtime.rules.RetryPolicy`). Raises the query's
+    error if it dies (e.g. :class:`InjectedCrashError` from the test hook); the checkpoint then
+    lets the next call continue.
     """
     from babelq.spark.datasource import register
 
@@ -178,19 +228,21 @@ def settle(
         retry_delay_ms=retry_delay_ms,
     )
     stats = stats or SettleStats()
+    partitions = num_partitions or max(int(spark.sparkContext.defaultParallelism), 1)
     republished = _flush_outbox(config)
-    stream = (
+    stream = decoded(  # once, on the stream: every micro-batch shares the expressions and their code
         spark.readStream.format("babelq")
         .option("url", url)
         .option("queue", queue)
         .option("maxMessagesPerBatch", str(max_messages_per_batch))
-        .option("numPartitions", str(num_partitions))
+        .option("numPartitions", str(partitions))
         .option("visibilityTimeout", str(visibility_timeout))
         .load()
     )
-    handler = partial(process_batch, config=config, stats=stats, fail_after_batches=fail_after_batches)
+    handler = partial(process_batch, config=config, stats=stats, partitions=partitions,
+                      fail_after_batches=fail_after_batches)
     started = time.monotonic()
-    query = (
+    query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
         stream.writeStream.foreachBatch(handler)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="200 milliseconds")
@@ -206,7 +258,7 @@ def settle(
     try:
         while query.isActive:
             try:
-                if query.awaitTermination(0.25):
+                if query.awaitTermination(_POLL_SECONDS):
                     break
             except Exception:  # the query died; its error is re-raised below from query.exception()
                 break

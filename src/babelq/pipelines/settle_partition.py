@@ -1,119 +1,172 @@
-"""Service B's work on a micro-batch: classify, dead-letter, retry, post, in one ledger transaction.
+"""Service B's work on one partition of a micro-batch: the handler, one ledger transaction, the outbox.
 
-Runs on an executor over the Arrow batches of the micro-batch's ``body`` column, in batch
-order (the whole micro-batch is one partition, so a duplicate is seen without a shuffle).
-For every message, in this order:
+Runs in a Spark Python worker, in every partition of the micro-batch at once, over the Arrow
+batches of the rows :func:`babelq.pipelines.settle_classify.classified` made on the JVM: decoded,
+given their consume rule (``rule``), marked when they are a ``copy`` of a message met earlier in
+the micro-batch, hash-partitioned by ``meta.id``. Only the rows that need it are read further in
+Python (``data`` for the handler, the envelope for a dead letter or a retry); the bodies stay in
+Arrow otherwise. Per row, in order:
 
-1. not decodable / not accepted (poison, unsupported) -> DLQ with the exact bytes kept
-   (:func:`~babelq.envelope.poison_record`);
-2. a URN other than ``transfer.requested`` -> DLQ ``unknown_urn``;
-3. a copy of a ``meta.id`` *at the same attempts* already seen earlier in the same micro-batch
-   -> dropped (a message without a usable id is never taken for a copy). Two attempts of one
-   message are not copies: a redelivered original and the retry an earlier run published for
-   it can meet in one batch, and dropping the retry would lose the message;
-4. ``meta.id`` already in the processed-ids table (redelivery, replay, redrive) -> dropped;
-5. ``meta.expire_at`` passed -> DLQ (``failed``, cause ``expired``);
-6. data breaking the URN's JSON Schema or not validated by Service A -> DLQ (cause ``invalid``);
-7. core banking refuses -> re-published with attempts+1 after a delay, or DLQ (cause
-   ``max_attempts``) once ``max_attempts`` is reached; attempts are the binding's
-   reconciliation, ``max(body attempts, broker_attempts)`` (the source's column: SQS's receive
-   count - 1, 0 where the body is authoritative);
-8. otherwise posted. The ledger refuses a second posting of the same payment under another
-   ``meta.id`` (its ``payment_reference`` is the business key: dropped as a duplicate), and
-   dead-letters a posting it cannot store or a different payment reusing a posted reference.
+1. rule ``poison`` / ``unsupported`` -> DLQ with the exact bytes kept
+   (:func:`~babelq.envelope.poison_record`; the record's error is the core codec's own reason);
+2. ``meta.id`` already in the processed-ids table (redelivery, replay, redrive) -> dropped: the
+   payment is posted, so no later copy is dead-lettered, deferred or retried, whatever else it is;
+3. a ``copy`` of a message met earlier in the micro-batch -> dropped (its first copy is settled);
+4. rule ``expired`` -> DLQ (``failed``, cause ``expired``); ``deferred`` -> published again,
+   unchanged, for the rest of its delay; ``unknown_urn`` -> DLQ (reason and cause ``unknown_urn``);
+5. the handler: data breaking the URN's JSON Schema or not validated by Service A -> DLQ (cause
+   ``invalid``); core banking refuses -> published again with attempts+1 after the shared
+   policy's jittered backoff (``on_failure`` ``retry``), or DLQ (cause ``max_attempts``) when the
+   attempts ran out; otherwise posted. The ledger refuses a second posting of the same payment
+   under another ``meta.id`` (its ``payment_reference`` is the business key: dropped as a
+   duplicate), and dead-letters a posting it cannot store or a different payment reusing a posted
+   reference.
 
-One message can never stop the batch: anything that goes wrong while settling one message
-(a handler bug, a body that cannot be re-encoded) dead-letters that message alone, with its
-original bytes (cause ``unprocessable``). Infrastructure failures
-(:class:`~babelq.errors.UnavailableError`: ledger, broker) are not the message's fault: they
-fail the micro-batch, which is then delivered again.
+One message can never stop the batch: anything that goes wrong while settling one message (a
+handler bug, a body that cannot be re-encoded) dead-letters that message alone, with its original
+bytes (cause ``unprocessable``). Infrastructure failures (:class:`~babelq.errors.UnavailableError`:
+ledger, broker) are not the message's fault: they fail the task, so the micro-batch is delivered
+again.
 
-Every dead letter and retry is claimed in the ledger's outbox in the same transaction as the
-postings, keyed by message and attempt (:func:`~babelq.pipelines.ledger.outbox_key`), then
-published and marked. A micro-batch delivered again after a crash finds its keys and its
-processed ids: nothing is posted, dead-lettered or retried twice. Rows a crash left between
-the commit and the publish are published by the next run (:func:`publish_outbound`).
+Every dead letter, retry and deferral is claimed in the ledger's outbox in the same transaction as
+the postings and processed ids, keyed by message and attempt (:func:`~babelq.pipelines.ledger.outbox_key`),
+then published from this worker through the ``babelq`` transports and marked. A micro-batch
+delivered again after a crash finds its keys and its processed ids: nothing is posted,
+dead-lettered or retried twice. Rows a crash left between the commit and the publish are published
+by the next run (:func:`publish_outbound`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from babelq.envelope import Envelope, annotate, decode, dlq_name, now_ms, poison_record
+import orjson
+
+from babelq.envelope import Envelope, annotate, decode, dlq_name, poison_record
+from babelq.envelope.constants import INT64_MAX
 from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines import TRANSFER_URN
 from babelq.pipelines.core_banking import CoreBankingSimulator
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Ledger, Outbound, Posting, open_ledger, outbox_key
-from babelq.pipelines.transfer_schema import schema_errors
+from babelq.pipelines.settle_classify import CLASSIFIED
+from babelq.pipelines.transfer_schema import obviously_valid, schema_errors
+from babelq.runtime import rules
+from babelq.runtime.backoff import Backoff
 from babelq.transports import Outgoing, open_transport
 
 log = logging.getLogger(__name__)
 
 #: DDL of what :func:`settle_partition` yields: how many messages of the partition had each outcome.
 OUTCOME_SCHEMA = "outcome STRING, cause STRING, n BIGINT"
+#: The outcome of the rows that are no messages but one phase's microseconds in one task (cause: the phase).
+SECONDS = "@seconds"
 
 POSTED = "posted"
 DUPLICATE = "duplicate"
 RETRIED = "retried"
+DEFERRED = "deferred"
 DEAD_LETTERED = "dead_lettered"
 
 #: Cause of a message whose own settling failed (a bug, an envelope that cannot be re-encoded).
 UNPROCESSABLE = "unprocessable"
 #: Cause of a duplicate whose dead letter or retry an earlier run already wrote.
 ALREADY_SETTLED = "already_settled"
+#: Causes of a dropped duplicate: a copy earlier in the micro-batch / an id the ledger has.
+IN_BATCH = "in_batch"
+ALREADY_PROCESSED = "already_processed"
+#: The retry label's cause: core banking refused the transfer.
+CORE_BANKING = "core_banking"
+#: The cause of a transfer whose data breaks the URN's JSON Schema.
+INVALID = "invalid"
+
+#: The URNs settle has a handler for; every other one is ``unknown_urn``.
+HANDLED_URNS = (TRANSFER_URN,)
 
 
 @dataclass(frozen=True, slots=True)
 class SettleConfig:
+    """What every partition needs (pickled to the executors with the task)."""
+
     url: str
     queue: str
     ledger: str
     ledger_prefix: str = ""
     max_attempts: int = 3
-    retry_delay_ms: int = 1_000
+    retry_delay_ms: int = 1_000  #: the backoff's base: the first retry waits up to this long
     bank: CoreBankingSimulator = field(default_factory=CoreBankingSimulator)
 
     @property
     def dlq(self) -> str:
         return dlq_name(self.queue)
 
-
-@dataclass(slots=True)
-class _Accepted:
-    """A transfer that passed the frame checks, waiting for the ledger's verdict."""
-
-    env: Envelope
-    raw: bytes
-    message_id: str | None
-    body_attempts: int
-    floor: int
+    @property
+    def policy(self) -> rules.RetryPolicy:
+        """The runtime's retry policy with this base delay (full jitter, capped as the runtime's)."""
+        return rules.RetryPolicy(self.max_attempts, Backoff(base_ms=self.retry_delay_ms))
 
 
-class _Batch:
-    """The decisions of one micro-batch: outbox rows with their labels, postings, counts."""
+class _Rows:
+    """The partition's classified rows as Python lists, except the bodies: they stay in Arrow and
+    become Python bytes only for the few rows whose dead letter, retry or deferral needs them."""
 
-    def __init__(self, config: SettleConfig, now: int) -> None:
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self.columns: dict[str, list[Any]] = {name: [] for name in CLASSIFIED if name != "body"}
+        self._bodies: list[Any] = []  # (first row, Arrow array) per batch
+        total = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            names = batch.schema.names
+            for name, values in self.columns.items():
+                values.extend(batch.column(names.index(name)).to_pylist())
+            self._bodies.append((total, batch.column(names.index("body"))))
+            total += batch.num_rows
+        self.count = total
+
+    def body(self, i: int) -> bytes:
+        for first, array in reversed(self._bodies):
+            if first <= i:
+                value = array[i - first].as_py()
+                return bytes(value) if value is not None else b""
+        raise IndexError(i)
+
+
+class _Partition:
+    """The decisions of one partition: outbox rows with their labels, postings, counts."""
+
+    def __init__(self, config: SettleConfig, now: int, rows: _Rows) -> None:
         self.config = config
         self.now = now
+        self.rows = rows
+        self.policy = config.policy
         self.outbound: list[Outbound] = []
         self.labels: dict[str, tuple[str, str | None]] = {}  # outbox key -> (outcome, cause)
         self.postings: list[Posting] = []
-        self.items: dict[str, _Accepted] = {}  # message id -> its transfer, for the ledger's refusals
+        self.posted_rows: dict[str, int] = {}  # posting's message id -> its row, for the ledger's refusals
         self.counts: Counter[tuple[str, str | None]] = Counter()
         self._copies: Counter[str] = Counter()
 
     # -- keys ----------------------------------------------------------------------------
     def raw_key(self, raw: bytes) -> str:
-        """The key of a body without a trustworthy id: its bytes, and which copy of them in the batch."""
+        """The key of a body without a trustworthy id: its bytes, and which copy of them in the partition
+        (every copy of an id-less body lands in the same partition, the one of the empty id)."""
         digest = hashlib.sha256(raw).hexdigest()
         self._copies[digest] += 1
         return outbox_key(f"bytes:{digest}#{self._copies[digest]}")
+
+    def key_of(self, i: int, raw: bytes) -> str:
+        """The outbox key of a decoded message: its id and body attempts, else its bytes."""
+        mid = self.rows.columns["id"][i]
+        if mid:
+            return outbox_key(f"{mid}@{self.rows.columns['body_attempts'][i]}")
+        return self.raw_key(raw)
 
     # -- outcomes ------------------------------------------------------------------------
     def out(self, row: Outbound, outcome: str, cause: str | None) -> None:
@@ -122,167 +175,231 @@ class _Batch:
 
     def poison(self, raw: bytes, error: str, cause: str | None = None) -> None:
         record = poison_record(raw, original_queue=self.config.queue, error=error, cause=cause)
-        self.out(Outbound(self.raw_key(raw), self.config.dlq, record), DEAD_LETTERED, cause or "poison")
+        self.out(Outbound(self.raw_key(raw), self.config.dlq, record), DEAD_LETTERED, cause or rules.POISON)
 
-    def dead_letter(self, item: _Accepted, key: str, reason: str, cause: str, *, error: str,
+    def dead_letter(self, i: int, env: Envelope, reason: str, cause: str, *, error: str,
                     attempts: int | None = None) -> Outbound:
-        """The dead letter of an accepted envelope; if its record cannot be built, of its original bytes."""
+        """The dead letter of a decoded message; if its record cannot be built, of its original bytes."""
+        raw = self.rows.body(i)
         try:
-            record = annotate(item.env, reason, original_queue=self.config.queue, cause=cause, error=error,
+            record = annotate(env, reason, original_queue=self.config.queue, cause=cause, error=error,
                               attempts=attempts).encode()
         except Exception as exc:  # the envelope cannot be re-encoded: keep what was received
-            record = poison_record(item.raw, original_queue=self.config.queue, cause=cause,
+            record = poison_record(raw, original_queue=self.config.queue, cause=cause,
                                    error=f"{error} (its dead letter could not be written: {exc})")
+        key = self.key_of(i, raw)
         self.labels[key] = (DEAD_LETTERED, cause)
-        return Outbound(key, self.config.dlq, record)
+        return Outbound(key, self.config.dlq, record, message_id=self.rows.columns["id"][i] or None)
 
-    def dead(self, item: _Accepted, key: str, reason: str, cause: str, *, error: str,
+    def dead(self, i: int, env: Envelope, reason: str, cause: str, *, error: str,
              attempts: int | None = None) -> None:
-        self.outbound.append(self.dead_letter(item, key, reason, cause, error=error, attempts=attempts))
+        self.outbound.append(self.dead_letter(i, env, reason, cause, error=error, attempts=attempts))
 
-    def key_of(self, item: _Accepted) -> str:
-        """The outbox key of an accepted transfer: its id and attempt, else its bytes."""
-        if item.message_id:
-            return outbox_key(f"{item.message_id}@{item.body_attempts}")
-        return self.raw_key(item.raw)
+    def envelope(self, i: int) -> Envelope:
+        """The row's envelope, read by the core codec (only for the rows that need one re-encoded)."""
+        return decode(self.rows.body(i))
 
 
-def _posting(
-    env: Envelope, now: int, data: dict[str, Any] | None = None, message_id: str | None = None
-) -> Posting:
-    """The ledger posting of a transfer (``data`` and ``message_id`` when the caller already has them)."""
-    d = env.data if data is None else data
-    meta = env.meta
-    correlation = meta.get("correlation_id")
-    return Posting(
-        message_id=env.id if message_id is None else message_id,
-        payment_reference=d["payment_reference"], amount_cents=d["amount_cents"],
-        currency=d["currency"], debtor_bsb=d["debtor_bsb"], debtor_account=d["debtor_account"],
-        creditor_bsb=d["creditor_bsb"], creditor_account=d["creditor_account"],
-        correlation_id=correlation if type(correlation) is str else None, trace_id=env.trace_id,
-        attempts=env.attempts, posted_at=now,
-    )
+def _message_id(part: _Partition, i: int) -> str:
+    """The id a posting is claimed under: meta.id; without a usable one, the body's digest, so
+    that a redelivery of the same bytes is still caught (and two id-less payments are not one)."""
+    mid: str = part.rows.columns["id"][i]
+    return mid or "sha256:" + hashlib.sha256(part.rows.body(i)).hexdigest()
 
 
-def _usable_id(env: Envelope) -> str | None:
-    value = env.meta.get("id")
-    return value if type(value) is str and value else None
+def _before_handler(part: _Partition, i: int, rule: str) -> None:
+    """The consume rules' outcomes (the row's ``rule``, decided on the JVM)."""
+    columns, config = part.rows.columns, part.config
+    if rule == rules.POISON:
+        raw = part.rows.body(i)
+        try:
+            decode(raw)
+            why = columns["reject_reason"][i] or "not an envelope"
+        except DecodeError as exc:  # the core codec's own words (decode's on the JVM are a prefix)
+            why = exc.reason
+        part.poison(raw, why)
+    elif rule == rules.UNSUPPORTED:
+        part.poison(part.rows.body(i), rules.unsupported_error(columns["reject_reason"][i] or "rejected"),
+                    rules.UNSUPPORTED)
+    elif rule == rules.EXPIRED:
+        env = part.envelope(i)
+        expire_at = env.expire_at if env.expire_at is not None else part.now
+        part.dead(i, env, rules.REASON_FAILED, rules.EXPIRED, error=rules.expired_error(expire_at, part.now))
+    elif rule == rules.DEFERRED:
+        raw, mid = part.rows.body(i), columns["id"][i]
+        # a fresh key per deferral: the copy that comes back early (a delay over the cap) is
+        # deferred again, not taken for this decision repeated
+        attempt = columns["body_attempts"][i]
+        key = outbox_key(f"deferred:{mid}@{attempt}@{part.now}") if mid else part.raw_key(raw)
+        delay = int(columns["delay_ms"][i] or 0)
+        part.out(Outbound(key, config.queue, raw, delay, mid or None), DEFERRED, None)
+    elif rule == rules.UNKNOWN_URN:
+        env = part.envelope(i)
+        part.dead(i, env, rules.REASON_UNKNOWN_URN, rules.UNKNOWN_URN, error=rules.unknown_urn_error(env.urn))
+    else:
+        raise ValueError(f"settle has no outcome for the consume rule {rule!r}")
 
 
-def _frame(batch: _Batch, raw: bytes, floor: int, seen: set[tuple[str, int]]) -> _Accepted | None:
-    """Steps 1-3 for one body: the accepted transfer, or None when it was settled here."""
-    try:
-        env = decode(raw)
-    except DecodeError as exc:
-        batch.poison(raw, str(exc))
-        return None
-    if not env.accepts():
-        batch.poison(raw, env.rejection() or "not accepted", cause="unsupported")
-        return None
-    mid = _usable_id(env)
-    item = _Accepted(env, raw, mid, env.attempts, floor)
-    if env.urn != TRANSFER_URN:
-        batch.dead(item, batch.key_of(item), "unknown_urn", "unknown_urn", error=f"no handler for {env.urn}")
-        return None
-    if mid is not None:
-        if (mid, item.body_attempts) in seen:
-            batch.counts[DUPLICATE, "in_batch"] += 1
-            return None
-        seen.add((mid, item.body_attempts))
-    return item
+def _handle(part: _Partition, i: int) -> None:
+    """The handler of ``transfer.requested``: schema, core banking, then a posting or a failure.
 
-
-def _decide(batch: _Batch, item: _Accepted, processed: set[str]) -> None:
-    """Steps 4-7 for one accepted transfer: drop, dead-letter, retry, or queue its posting."""
-    config, env, mid = batch.config, item.env, item.message_id
-    if mid is not None and mid in processed:
-        batch.counts[DUPLICATE, "already_processed"] += 1
+    Written for the hot path (most rows are posted): data is read from the JSON text decode left,
+    the schema is checked by its quick accept-only test first, and a posting is a plain tuple."""
+    columns, config = part.rows.columns, part.config
+    text = columns["data_json"][i]
+    data: Any = orjson.loads(text) if text is not None else None
+    attempts = columns["attempts"][i]
+    if obviously_valid(data) and data["validation_result"]["passed"] is True:
+        failure = config.bank.failure(data, attempts)
+        if failure is None:
+            mid = _message_id(part, i)
+            part.postings.append(Posting(
+                mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
+                data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
+                columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
+            ))
+            part.posted_rows[mid] = i
+            return
+        _failed(part, i, attempts, failure)
         return
-    if env.is_expired(batch.now):
-        batch.dead(item, batch.key_of(item), "failed", "expired", error=f"expired at {env.expire_at}")
-        return
-    data = env.data
     problems = schema_errors(data)
     if not problems and data["validation_result"].get("passed") is not True:
         problems = ["validation_result.passed is not true"]
     if problems:
-        batch.dead(item, batch.key_of(item), "failed", "invalid", error="; ".join(problems))
+        part.dead(i, part.envelope(i), rules.REASON_FAILED, INVALID, error="; ".join(problems))
         return
-    if item.floor and item.floor > env.attempts:  # the broker counted more deliveries (SQS, SPEC 4)
-        env = item.env = env.with_attempts(item.floor)
-    failure = config.bank.failure(data, env.attempts)
+    # valid by the full validator although not by the quick test (e.g. amount 1000.0)
+    failure = config.bank.failure(data, attempts)
     if failure is None:
-        posting = _posting(env, batch.now, data, mid or "")
-        batch.postings.append(posting)
-        batch.items[posting.message_id] = item
+        mid = _message_id(part, i)
+        part.postings.append(Posting(
+            mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
+            data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
+            columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
+        ))
+        part.posted_rows[mid] = i
         return
-    if env.attempts + 1 >= config.max_attempts:
-        batch.dead(item, batch.key_of(item), "failed", "max_attempts", error=failure,
-                   attempts=env.attempts + 1)
-        return
-    body = env.with_attempts(env.attempts + 1).encode()
-    retry = Outbound(batch.key_of(item), config.queue, body, config.retry_delay_ms)
-    batch.out(retry, RETRIED, "core_banking")
+    _failed(part, i, attempts, failure)
 
 
-def _isolated(batch: _Batch, raw: bytes, step: Any, *args: Any) -> Any:
+def _failed(part: _Partition, i: int, attempts: int, failure: str) -> None:
+    """Core banking refused: retried after the shared policy's backoff, or dead-lettered once the
+    attempts ran out (``on_failure``, decided on the JVM by the same policy)."""
+    columns, config = part.rows.columns, part.config
+    runs = part.policy.runs(attempts)
+    env = part.envelope(i)
+    if attempts > env.attempts:  # the broker counted more deliveries (SQS, SPEC 4)
+        env = env.with_attempts(attempts)
+    if columns["on_failure"][i] == "retry":
+        body = env.with_attempts(runs).encode()
+        retry = Outbound(part.key_of(i, part.rows.body(i)), config.queue, body, part.policy.delay_ms(runs),
+                         columns["id"][i] or None)
+        part.out(retry, RETRIED, CORE_BANKING)
+        return
+    cause = part.policy.exhausted_cause(None)
+    runs = min(runs, INT64_MAX)  # at the maximum: dead-lettered, never written as 2**63
+    part.dead(i, env.with_attempts(runs), rules.REASON_FAILED, cause, error=failure, attempts=runs)
+
+
+def _isolated(part: _Partition, i: int, step: Callable[..., None], *args: Any) -> None:
     """Run one message's ``step``; anything but an infrastructure failure dead-letters it alone."""
     try:
-        return step(batch, *args)
+        step(part, i, *args)
     except UnavailableError:
         raise
     except Exception as exc:
-        log.exception("settle: dead-lettering a message its settling failed on")
-        why = f"settle could not process this message: {type(exc).__name__}: {exc}"
-        batch.poison(raw, why, UNPROCESSABLE)
-        return None
+        _unprocessable(part, i, exc)
 
 
-def settle_partition(batches: Iterator[Any], config: SettleConfig) -> Iterator[Any]:
-    """Settle a micro-batch (one partition); yields one Arrow batch of :data:`OUTCOME_SCHEMA` rows."""
-    batch = _Batch(config, now_ms())
-    accepted: list[_Accepted] = []
-    seen: set[tuple[str, int]] = set()
-    for arrow in batches:
-        names = arrow.schema.names
-        bodies = arrow.column(names.index("body")).to_pylist()
-        floors = (
-            arrow.column(names.index("broker_attempts")).to_pylist()
-            if "broker_attempts" in names
-            else [0] * len(bodies)
-        )
-        for raw, floor in zip(bodies, floors, strict=True):
-            item = _isolated(batch, raw, _frame, raw, floor or 0, seen)
-            if item is not None:
-                accepted.append(item)
-    ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
-    try:
-        processed = ledger.already_processed([i.message_id for i in accepted if i.message_id])
-        for item in accepted:
-            _isolated(batch, item.raw, _decide, item, processed)
-        _commit(batch, ledger)
-    finally:
-        ledger.close()
-    yield _arrow(batch.counts)
+def _unprocessable(part: _Partition, i: int, exc: Exception) -> None:
+    log.exception("settle: dead-lettering a message its settling failed on")
+    why = f"settle could not process this message: {type(exc).__name__}: {exc}"
+    part.poison(part.rows.body(i), why, UNPROCESSABLE)
 
 
-def _commit(batch: _Batch, ledger: Ledger) -> None:
-    """One ledger transaction for the micro-batch, then its outbox rows published and marked."""
-    config, counts = batch.config, batch.counts
+#: the rules whose messages the processed-ids guard drops (they have a trustworthy id)
+_GUARDED = frozenset({None, rules.EXPIRED, rules.DEFERRED, rules.UNKNOWN_URN})
+
+
+def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> Iterator[Any]:
+    """Settle one partition of a classified micro-batch; yields one Arrow batch of
+    :data:`OUTCOME_SCHEMA`: how many messages had each outcome, and (outcome :data:`SECONDS`) how
+    long each phase took in this task, in microseconds."""
+    clock = _Clock()
+    rows = _Rows(batches)
+    clock.lap("read")  # waiting for the JVM's rows (shuffle read, sort, window) and Arrow -> Python
+    part = _Partition(config, now, rows)
+    if rows.count:
+        ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
+        try:
+            _decide(part, ledger)
+            clock.lap("handle")
+            _commit(part, ledger, clock)
+        finally:
+            ledger.close()
+    yield _arrow(part.counts, clock.laps)
+
+
+def _decide(part: _Partition, ledger: Ledger) -> None:
+    """Every row's outcome, in the module docstring's order (the ledger is only read here)."""
+    rows = part.rows
+    columns = rows.columns
+    rule_of, ids, copies = columns["rule"], columns["id"], columns["copy"]
+    guarded = [ids[i] for i in range(rows.count) if ids[i] and rule_of[i] in _GUARDED and not copies[i]]
+    processed = ledger.already_processed(guarded) if guarded else set()
+    counts = part.counts
+    for i in range(rows.count):
+        rule = rule_of[i]
+        if rule is None and not copies[i] and ids[i] not in processed:
+            try:  # _isolated, inlined: this is every posted message's path
+                _handle(part, i)
+            except UnavailableError:
+                raise
+            except Exception as exc:
+                _unprocessable(part, i, exc)
+        elif rule in (rules.POISON, rules.UNSUPPORTED):
+            _isolated(part, i, _before_handler, rule)
+        elif ids[i] and ids[i] in processed:
+            counts[DUPLICATE, ALREADY_PROCESSED] += 1
+        elif copies[i]:
+            counts[DUPLICATE, IN_BATCH] += 1
+        else:
+            _isolated(part, i, _before_handler, rule)
+
+
+class _Clock:
+    """Seconds per phase of one partition's work (the profile ``SettleStats.seconds`` adds up)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = self.laps.get(phase, 0.0) + now - self._last
+        self._last = now
+
+
+def _commit(part: _Partition, ledger: Ledger, clock: _Clock) -> None:
+    """One ledger transaction for the partition, then its outbox rows published and marked."""
+    config, counts = part.config, part.counts
 
     def refusal(posting: Posting, cause: str, why: str) -> Outbound:
-        item = batch.items[posting.message_id]
-        return batch.dead_letter(item, batch.key_of(item), "failed", cause, error=why)
+        i = part.posted_rows[posting.message_id]
+        return part.dead_letter(i, part.envelope(i), rules.REASON_FAILED, cause, error=why)
 
-    settled = ledger.settle(batch.postings, batch.outbound, refusal, at=batch.now)
+    settled = ledger.settle(part.postings, part.outbound, refusal, at=part.now)
+    clock.lap("ledger")  # the transaction, waiting for the lock included (SQLite: one writer at a time)
     failpoint("settle.after_ledger_commit")
     counts[POSTED, None] += len(settled.posted)
-    counts[DUPLICATE, "already_processed"] += settled.duplicate_ids
+    counts[DUPLICATE, ALREADY_PROCESSED] += settled.duplicate_ids
     counts[DUPLICATE, "already_posted"] += settled.duplicate_payments
     counts[DUPLICATE, ALREADY_SETTLED] += settled.repeated
+    counts[DUPLICATE, ALREADY_PROCESSED] += settled.processed_outbound
     for row in settled.outbound:
-        counts[batch.labels[row.key]] += 1
+        counts[part.labels[row.key]] += 1
     publish_outbound(config.url, ledger, settled.outbound)
+    clock.lap("publish")
 
 
 def publish_outbound(url: str, ledger: Ledger, rows: Sequence[Outbound]) -> int:
@@ -303,12 +420,13 @@ def publish_outbound(url: str, ledger: Ledger, rows: Sequence[Outbound]) -> int:
     return len(rows)
 
 
-def _arrow(counts: Counter[tuple[str, str | None]]) -> Any:
+def _arrow(counts: Counter[tuple[str, str | None]], laps: dict[str, float]) -> Any:
     import pyarrow as pa
 
-    keys = [k for k, n in counts.items() if n]
+    rows = [(o, c, n) for (o, c), n in counts.items() if n]
+    rows += [(SECONDS, phase, round(seconds * 1e6)) for phase, seconds in laps.items()]
     return pa.RecordBatch.from_arrays(
-        [pa.array([k[0] for k in keys], pa.string()), pa.array([k[1] for k in keys], pa.string()),
-         pa.array([counts[k] for k in keys], pa.int64())],
+        [pa.array([r[0] for r in rows], pa.string()), pa.array([r[1] for r in rows], pa.string()),
+         pa.array([r[2] for r in rows], pa.int64())],
         names=["outcome", "cause", "n"],
     )

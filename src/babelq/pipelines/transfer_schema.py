@@ -59,7 +59,7 @@ _ACCOUNT = re.compile(r"[0-9]{6,10}").fullmatch
 _CCY = re.compile(r"[A-Z]{3}").fullmatch
 
 
-def _obviously_valid(data: Any) -> bool:
+def obviously_valid(data: Any) -> bool:
     """A hand-written check that accepts only what the schema accepts (far cheaper than
     jsonschema); anything it does not accept goes to the full validator for the verdict."""
     if type(data) is not dict:
@@ -92,7 +92,7 @@ def _obviously_valid(data: Any) -> bool:
 
 def schema_errors(data: Any) -> list[str]:
     """Problems of ``data`` against :data:`TRANSFER_SCHEMA` (empty when it is valid)."""
-    if _obviously_valid(data):
+    if obviously_valid(data):
         return []
     validator = _validator()
     if validator.is_valid(data):

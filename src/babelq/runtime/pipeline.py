@@ -4,8 +4,9 @@ For every delivery, in this order:
 
 1. **bytes -> envelope.** A body that is not UTF-8 JSON object is poison (``DecodeError``).
 2. **consumer rules.** A decodable body that breaks them (no URN, schema_version other than
-   1, data not an object, ...) is poison too. Poison never reaches a handler; the settler
-   dead-letters it with reason ``poison`` and the original bytes preserved exactly.
+   1, data not an object, ...) is poison too, with cause ``unsupported``. Poison never reaches
+   a handler; the settler dead-letters it with reason ``poison`` and the original bytes
+   preserved exactly.
 3. **the handler's view:** a :class:`~babelq.runtime.message.Message` with the reconciled
    attempts and the broker's delivery facts.
 4. **the built-in chain**, outermost first:
@@ -17,6 +18,11 @@ For every delivery, in this order:
    - expiry: ``meta.expire_at`` passed -> dead-letter (reason ``failed``, cause ``expired``);
    - deliver_at: ``meta.deliver_at`` ahead -> release with the remaining delay;
    - router: the URN's own chain, or the unknown-URN strategy.
+
+   Steps 1, 2 and the last three are the consume rules of :mod:`babelq.runtime.rules`, which
+   settle applies too (as Spark expressions): their order is taken from
+   :data:`~babelq.runtime.rules.ORDER`, and a rule added there without a step here stops the
+   pipeline from being built.
 
 5. **the URN's chain:** feature middleware (``App(middleware=...)``/``app.use``: idempotency,
    schema, GDPR...) around the handler. Exceptions become a failed-attempt outcome.
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 
 from babelq.envelope import decode
 from babelq.errors import DecodeError, UnavailableError
+from babelq.runtime import rules
 from babelq.runtime.counters import Counters
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, compose
@@ -77,12 +84,22 @@ class Pipeline:
         self.counters = counters
         self._log = log
         self._unavailable_delay_ms = unavailable_delay_ms
+        # the consume rules' steps: decode (poison, unsupported) and the router (unknown URN)
+        # come first and last by construction; the middleware between them in rules.ORDER
+        steps: dict[str, Middleware | None] = {
+            rules.POISON: None,
+            rules.UNSUPPORTED: None,
+            rules.EXPIRED: ExpiryMiddleware(),
+            rules.DEFERRED: DeliverAtMiddleware(),
+            rules.UNKNOWN_URN: None,
+        }
+        rules.check_implemented("the runtime's consume path", steps)
+        ruled = [step for rule in rules.ORDER if (step := steps[rule.name]) is not None]
         builtin: list[Middleware] = [
             TracingMiddleware(log),
             MetricsMiddleware(counters),
             UnavailableMiddleware(unavailable_delay_ms, log),
-            ExpiryMiddleware(),
-            DeliverAtMiddleware(),
+            *ruled,
         ]
         self._chain = compose(builtin, router)
 
@@ -94,7 +111,7 @@ class Pipeline:
             return self._poison(delivery, exc.reason)
         problem = envelope.rejection()
         if problem is not None:
-            return self._poison(delivery, f"rejected by the consumer rules: {problem}")
+            return self._poison(delivery, rules.unsupported_error(problem), rules.UNSUPPORTED)
         message: Message | None = None
         try:
             message = Message.of(envelope, delivery)
@@ -111,6 +128,7 @@ class Pipeline:
             return Processed(delivery, message, Outcome.failed(exc))
         return Processed(delivery, message, outcome)
 
-    def _poison(self, delivery: Delivery, why: str) -> Processed:
-        self.counters.incr("poison")
-        return Processed(delivery, None, Outcome.dead_letter("poison", error=why, label="poison"))
+    def _poison(self, delivery: Delivery, why: str, cause: str | None = None) -> Processed:
+        self.counters.incr(rules.POISON)
+        outcome = Outcome.dead_letter(rules.REASON_POISON, error=why, cause=cause, label=rules.POISON)
+        return Processed(delivery, None, outcome)

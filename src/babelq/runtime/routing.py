@@ -10,7 +10,7 @@ decides instead:
                 newer worker will know the URN
 ``delete``      acked and logged at WARNING
 ``release``     put back unchanged after a delay, for another worker of the fleet
-``dead_letter`` dead-lettered at once with reason ``unknown_urn``
+``dead_letter`` dead-lettered at once with reason and cause ``unknown_urn``
 
 A handler (or feature middleware) that raises :class:`~babelq.errors.UnavailableError` gets
 its message put back (:meth:`Outcome.unavailable <babelq.runtime.outcome.Outcome.unavailable>`):
@@ -25,6 +25,7 @@ from typing import Literal, get_args
 
 from babelq.envelope import check_urn
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
@@ -143,7 +144,8 @@ class Router:
             return Outcome.release(self.unknown_urn_delay_ms, UNKNOWN_URN)
         if strategy == "dead_letter":
             return Outcome.dead_letter(
-                "unknown_urn", error=f"no handler is registered for URN {message.urn!r}", label=UNKNOWN_URN
+                rules.REASON_UNKNOWN_URN, error=rules.unknown_urn_error(message.urn), cause=rules.UNKNOWN_URN,
+                label=UNKNOWN_URN,
             )
         self.log.warning(
             "deleting %s id=%s trace_id=%s: no handler for this URN (unknown_urn strategy 'delete')",

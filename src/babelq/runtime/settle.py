@@ -6,7 +6,9 @@ collected by the caller and sent with ``ack_many`` once a batch of handlers fini
 nothing is acked before its handler returned.
 
 Retries go through ``Transport.retry`` with the body's ``attempts`` set to the reconciled
-attempts + 1 and the delay given to the broker's native delay. ``meta.deliver_at`` is never
+attempts + 1 and the delay given to the broker's native delay; whether a failure is retried,
+after how long, and the cause of the dead letter once the attempts ran out are the
+:class:`~babelq.runtime.rules.RetryPolicy`'s (shared with settle). ``meta.deliver_at`` is never
 written on a retry: ``meta`` is the producer's and immutable (SPEC section 2).
 
 Settling never fails on a message it was given, whatever the message holds: a retry whose
@@ -33,6 +35,7 @@ from typing import Literal, get_args
 from babelq.envelope import annotate, dlq_name, exception_name, poison_record
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import ConfigurationError
+from babelq.runtime import rules
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.counters import Counters
 from babelq.runtime.message import Message
@@ -65,7 +68,7 @@ class SettlePolicy:
     max_attempts: int = 3
     backoff: Backoff = field(default_factory=Backoff)
     dead_letter: DeadLetterPolicy = "queue"
-    max_delay_ms: int = 900_000
+    max_delay_ms: int = rules.MAX_DELAY_MS
 
     def __post_init__(self) -> None:
         if type(self.max_attempts) is not int or self.max_attempts < 1:
@@ -88,6 +91,7 @@ class Settler:
         self.counters = counters
         self.max_attempts = policy.max_attempts
         self.backoff = policy.backoff
+        self.retry = rules.RetryPolicy(policy.max_attempts, policy.backoff)
         self.policy = policy.dead_letter
         self.max_delay_ms = policy.max_delay_ms
         self.log = log
@@ -152,10 +156,10 @@ class Settler:
             self.transport.release(processed.delivery, delay_ms=self.backoff.delay_ms(1))
             self.counters.incr("released")
             return
-        runs = max(message.attempts, 0) + 1  # a negative count (a foreign producer's) counts as 0
+        runs = self.retry.runs(message.attempts)
         error = _error_text(outcome.error)
-        if runs < self.max_attempts and runs <= INT64_MAX:
-            delay = min(self.backoff.delay_ms(runs), self.max_delay_ms)
+        if self.retry.retries(message.attempts):
+            delay = min(self.retry.delay_ms(runs), self.max_delay_ms)
             try:
                 body = message.envelope.with_attempts(runs).encode()
             except Exception as unwritable:  # cannot be written back: dead-letter it rather than loop
@@ -173,6 +177,7 @@ class Settler:
             return
         runs = min(runs, INT64_MAX)  # at the maximum: dead-lettered, never written as 2**63
         exc = outcome.error if isinstance(outcome.error, BaseException) else None
+        cause = self.retry.exhausted_cause(outcome.cause)
         record, reason = self._record(
             processed,
             lambda: annotate(
@@ -182,11 +187,11 @@ class Settler:
                 attempts=runs,
                 error=error,
                 exception=exc,
-                cause=outcome.cause,
+                cause=cause,
             ).encode(),
             error=error,
             attempts=runs,
-            cause=outcome.cause,
+            cause=cause,
             reason="failed",
         )
         self._to_dlq(processed, record, reason, f"failed {runs} time(s): {error}", acks)

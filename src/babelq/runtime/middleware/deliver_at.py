@@ -10,6 +10,7 @@ comes back).
 from __future__ import annotations
 
 from babelq.envelope import now_ms
+from babelq.runtime import rules
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next
 from babelq.runtime.outcome import DEFERRED, Outcome
@@ -21,7 +22,7 @@ class DeliverAtMiddleware:
     def __call__(self, message: Message, call_next: Next) -> Outcome:
         deliver_at = message.envelope.deliver_at
         if deliver_at is not None:
-            remaining = deliver_at - now_ms()
+            remaining = rules.deferred_ms(deliver_at, now_ms())
             if remaining > 0:
                 return Outcome.release(remaining, DEFERRED)
         return call_next(message)

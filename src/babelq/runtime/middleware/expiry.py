@@ -9,6 +9,7 @@ untouched), so it can still be inspected or redriven.
 from __future__ import annotations
 
 from babelq.envelope import now_ms
+from babelq.runtime import rules
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next
 from babelq.runtime.outcome import EXPIRED, Outcome
@@ -21,11 +22,11 @@ class ExpiryMiddleware:
         expire_at = message.envelope.expire_at
         if expire_at is not None:
             now = now_ms()
-            if now >= expire_at:
+            if rules.is_expired(expire_at, now):
                 return Outcome.dead_letter(
-                    "failed",
-                    error=f"expired: meta.expire_at {expire_at} passed {now - expire_at} ms before handling",
-                    cause="expired",
+                    rules.REASON_FAILED,
+                    error=rules.expired_error(expire_at, now),
+                    cause=rules.EXPIRED,
                     label=EXPIRED,
                 )
         return call_next(message)

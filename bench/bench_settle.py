@@ -1,0 +1,171 @@
+"""Settle benchmark: settle as a Spark job next to the single-task settle it replaced, same run.
+
+Each round publishes the same N payment messages (default 100k; a demo-like mix: 1% transient
+core-banking failures, 0.2% closed accounts, 0.3% expired, 0.1% poison, 0.5% redelivered copies)
+to a fresh SQLite queue, then runs :func:`babelq.pipelines.settle.settle` until the queue is
+drained, on one local[2] Spark session:
+
+* ``spark job``: the current code (decode and classification on the JVM, ``meta.id``-partitioned,
+  every partition settling in parallel, ``--partitions`` tasks);
+* ``single task (before)``: the same ``settle`` loop and source with the micro-batch code of
+  commit ff5735d (``bench/settle_before.py``: ``coalesce(1)``, decode and classify in Python).
+
+The two alternate, round after round (``--rounds``, default 3, after one warm-up round of each),
+so load from neighbours on a shared machine hits both. Printed: per path the median and range of
+messages/s over the whole ``settle`` call (query start to "drained"), and of the seconds spent
+inside the micro-batch bodies (``foreachBatch``) versus the rest (the source's reservations and
+acks, planning, triggers, the drain check); then the ratio of the medians.
+
+Usage: ``python3 dev.py bench settle [--rows N] [--batch N] [--rounds N] [--partitions N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def bodies(n: int) -> tuple[list[bytes], int]:
+    """The workload (same bytes every round) and how many distinct payments it should post."""
+    from babelq.envelope import make, now_ms
+    from babelq.pipelines import TRANSFER_URN
+
+    out: list[bytes] = []
+    expected = 0
+    now = now_ms()
+    for i in range(n):
+        kind = i % 1000
+        account = "12349999" if kind < 2 else "12340000" if kind < 12 else f"98765{kind:03d}"
+        expire_at = now - 1 if 12 <= kind < 15 else now + 86_400_000
+        if kind == 15:
+            out.append(b"{not json " + str(i).encode())
+            continue
+        data = {
+            "payment_reference": f"PAY-{i:08d}", "amount_cents": 1000 + i % 5000, "currency": "AUD",
+            "debtor_bsb": "012-345", "debtor_account": f"{200000 + i % 700000}", "creditor_bsb": "033-001",
+            "creditor_account": account,
+            "validation_result": {"passed": True, "checks": ["reference_present", "schema"]},
+        }
+        out.append(make(TRANSFER_URN, data, queue="payments", correlation_id="bulk_bench",
+                        expire_at=expire_at).encode())
+        if 2 <= kind < 12 or kind > 15:  # not closed, not expired, not poison
+            expected += 1
+    copies = [out[i] for i in range(0, n, 200) if not out[i].startswith(b"{not")]
+    return out + copies, expected
+
+
+def _timed(inner: Callable[..., None], busy: list[float]) -> Callable[..., None]:
+    def call(*args: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        try:
+            inner(*args, **kwargs)
+        finally:
+            busy.append(time.perf_counter() - started)
+
+    return call
+
+
+def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, batch: int,
+              partitions: int) -> tuple[float, int, float, dict[str, float]]:
+    """(seconds of the settle call, messages settled, seconds inside foreachBatch, seconds per phase of
+    the partitions' Python work summed over the tasks: the current code's profile)."""
+    import babelq.pipelines.settle as settle_module
+    from babelq.pipelines.ledger import open_ledger
+    from babelq.transports import Outgoing, open_transport
+
+    busy: list[float] = []
+    original, original_decoded = settle_module.process_batch, settle_module.decoded
+    if before:  # the old micro-batch body, on the raw stream as before (it decodes in Python)
+        import settle_before
+
+        settle_module.process_batch = _timed(settle_before.process_batch, busy)  # type: ignore[assignment]
+        settle_module.decoded = lambda df: df  # type: ignore[assignment]
+    else:
+        settle_module.process_batch = _timed(original, busy)  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
+            url = f"sqlite://{tmp}/q.db"
+            transport = open_transport(url)
+            for start in range(0, len(payload), 20_000):
+                transport.publish_many("payments", [Outgoing(b) for b in payload[start:start + 20_000]])
+            transport.close()
+            run = settle_module.settle(
+                spark, url=url, queue="payments", ledger=f"{tmp}/ledger.db", checkpoint=f"{tmp}/ck",
+                retry_delay_ms=50, max_messages_per_batch=batch, num_partitions=1 if before else partitions,
+                timeout=900,
+            )
+            ledger = open_ledger(f"{tmp}/ledger.db")
+            entries = ledger.totals()[0]
+            ledger.close()
+            if not run.drained or entries != expected:
+                raise SystemExit(f"round did not settle: drained={run.drained}, "
+                                 f"posted {entries} of {expected}")
+            return run.seconds, run.stats.messages, sum(busy), dict(run.stats.seconds)
+    finally:
+        settle_module.process_batch = original  # type: ignore[assignment]
+        settle_module.decoded = original_decoded  # type: ignore[assignment]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=20_000, help="max messages per micro-batch")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=2)
+    args = parser.parse_args()
+
+    from pyspark import cloudpickle
+
+    import settle_before
+    from babelq.spark.session import get_session
+
+    cloudpickle.register_pickle_by_value(settle_before)  # Spark's workers cannot import bench/
+    spark = get_session("babelq-bench-settle", master="local[2]")
+    payload, expected = bodies(args.rows)
+    print(f"settle of {len(payload):,} messages ({args.rows:,} payments + copies), SQLite broker and ledger, "
+          f"local[2], micro-batches of {args.batch:,}; {args.rounds} alternated rounds after a warm-up")
+    paths = {"spark job": False, "single task (before)": True}
+    results: dict[str, list[tuple[float, int, float, dict[str, float]]]] = {name: [] for name in paths}
+    for round_no in range(args.rounds + 1):
+        for name, before in paths.items():
+            got = one_round(spark, payload, expected, before=before, batch=args.batch,
+                            partitions=args.partitions)
+            label = "warm-up" if round_no == 0 else f"round {round_no}"
+            print(f"  {label:<8} {name:<22} {got[0]:6.2f} s  {got[1] / got[0]:9,.0f} msg/s  "
+                  f"(foreachBatch {got[2]:5.2f} s, rest {got[0] - got[2]:5.2f} s)", flush=True)
+            if round_no:
+                results[name].append(got)
+    print("summary (median [min - max])")
+    medians: dict[str, float] = {}
+    for name, runs in results.items():
+        rates = [m / s for s, m, _, _ in runs]
+        inside = [b for _, _, b, _ in runs]
+        rest = [s - b for s, _, b, _ in runs]
+        medians[name] = statistics.median(rates)
+        print(f"  {name:<22} {medians[name]:9,.0f} msg/s [{min(rates):,.0f} - {max(rates):,.0f}]   "
+              f"foreachBatch {statistics.median(inside):5.2f} s [{min(inside):.2f} - {max(inside):.2f}]   "
+              f"rest {statistics.median(rest):5.2f} s [{min(rest):.2f} - {max(rest):.2f}]")
+    phases = results["spark job"][0][3]
+    if phases:
+        print("  spark job, the partitions' Python work per phase (seconds summed over the tasks, median):")
+        for phase in phases:
+            values = [r[3].get(phase, 0.0) for r in results["spark job"]]
+            middle = statistics.median(values)
+            print(f"    {phase:<8} {middle:6.2f} s [{min(values):.2f} - {max(values):.2f}]")
+    ratio = medians["spark job"] / medians["single task (before)"]
+    print(f"  spark job / single task: {ratio:.2f}x (target: 5x)")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Settle's view of a micro-batch, on the JVM: decoded, classified by the consume rules, partitioned.
+
+Everything here is Spark SQL expressions (no Python runs per row):
+
+1. :func:`decoded` reads every body with :func:`babelq.spark.decode.decode` (babelq's JVM scanner)
+   and keeps what settle needs: the typed fields, ``data`` as JSON text, the verdict. Settle
+   applies it once, to the streaming DataFrame, not to every micro-batch: building decode's
+   expressions costs about a second of Python and Py4J calls, and the same expressions on every
+   batch let Spark reuse the code it generated for them.
+2. :func:`classified` gives every row the first rule of :data:`babelq.runtime.rules.ORDER` that
+   applies (``rule``: ``poison``, ``unsupported``, ``expired``, ``deferred``, ``unknown_urn``, or
+   null when the message goes on to the handler), whether it is a ``copy`` of a message met
+   earlier in the micro-batch, and what a failure of its handler run will lead to
+   (``on_failure``: ``retry`` or ``max_attempts``, by the shared
+   :class:`~babelq.runtime.rules.RetryPolicy`). The rows are hash-partitioned by ``meta.id``
+   first, so every copy of a message meets its original in one partition, and each partition is
+   then settled by one Python task (:mod:`babelq.pipelines.settle_partition`), all at once.
+
+The rules are the runtime's (:mod:`babelq.runtime.rules`): the ``CASE WHEN`` is built from
+:data:`~babelq.runtime.rules.ORDER`, one branch per rule, and refuses to build when a rule has no
+expression here. Poison and unsupported come from decode's verdict: a body decode rejects with a
+reason starting ``body `` is not an envelope at all (the core codec's
+:class:`~babelq.errors.DecodeError` texts: not UTF-8, not JSON, not usable JSON, not an object),
+any other rejection is the consumer rules' (``unsupported``).
+
+Copies. Two rows are copies when they have the same non-empty ``meta.id``, the same body
+``attempts`` and the same verdict: a message and the retry of it an earlier run published are two
+attempts, not copies, and must both be settled; an id-less body is never taken for a copy. The
+first in batch order (a sequence number given before the shuffle) is settled, the others are
+dropped.
+
+Code generation. The rules compare with the micro-batch's ``now``, a literal that differs on every
+batch; they are applied after the shuffle, so that the stage holding decode's large projection
+compiles to the same code every time and Spark reuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from babelq.runtime import rules
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+#: decode's reasons for bodies that are not envelopes all start with this (the core codec's texts)
+POISON_REASON_PREFIX = "body "
+
+#: The columns :func:`classified` hands to the Python part, in this order.
+CLASSIFIED = (
+    "body", "rule", "copy", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
+    "data_json", "trace_id", "correlation_id",
+)
+
+_SEQ = "__bq_seq"
+
+
+def decoded(batch: DataFrame) -> DataFrame:
+    """``batch`` (``body``, optional ``broker_attempts``) decoded on the JVM, trimmed to what settle
+    reads. ``attempts`` is the binding's reconciliation, ``max(body attempts, broker_attempts)``
+    (SPEC section 4: an SQS message received three times is at attempt 2 whatever its body says);
+    ``body_attempts`` is the body's own count, which names the attempt in the outbox key."""
+    from pyspark.sql import functions as sf
+
+    from babelq.spark.decode import decode
+
+    floor = sf.coalesce(sf.col("broker_attempts").cast("long"), sf.lit(0).cast("long")) \
+        if "broker_attempts" in batch.columns else sf.lit(0).cast("long")
+    out = decode(batch.select("body", floor.alias("broker_attempts")), "body")
+    return out.select(
+        "body",
+        "urn",
+        "id",
+        sf.col("attempts").alias("body_attempts"),
+        sf.greatest(sf.col("attempts"), sf.col("broker_attempts")).alias("attempts"),
+        "trace_id",
+        sf.col("extensions.correlation_id").alias("correlation_id"),
+        sf.col("extensions.expire_at").alias("expire_at"),
+        sf.col("extensions.deliver_at").alias("deliver_at"),
+        "data_json",
+        "accepted",
+        "reject_reason",
+    )
+
+
+def rule_tests(now_ms: int, urns: Sequence[str]) -> dict[str, Column]:
+    """Each rule of :data:`~babelq.runtime.rules.ORDER` as a condition on a :func:`decoded` row
+    (each is asked only of rows no earlier rule took)."""
+    from pyspark.sql import functions as sf
+
+    expire_at, deliver_at = sf.col("expire_at"), sf.col("deliver_at")
+    now = sf.lit(now_ms)
+    return {
+        rules.POISON: ~sf.col("accepted") & sf.col("reject_reason").startswith(POISON_REASON_PREFIX),
+        rules.UNSUPPORTED: ~sf.col("accepted"),
+        # rules.is_expired: now >= expire_at
+        rules.EXPIRED: sf.coalesce(now >= expire_at, sf.lit(False)),
+        # rules.deferred_ms > 0: deliver_at > now
+        rules.DEFERRED: sf.coalesce(deliver_at > now, sf.lit(False)),
+        rules.UNKNOWN_URN: ~sf.col("urn").isin(*urns),
+    }
+
+
+def rule_column(now_ms: int, urns: Sequence[str]) -> Column:
+    """The first rule that applies to the row, in the shared order; null when none does."""
+    from pyspark.sql import functions as sf
+
+    tests = rule_tests(now_ms, urns)
+    rules.check_implemented("settle's Spark classification", tests)
+    first, *rest = rules.ORDER
+    column = sf.when(tests[first.name], sf.lit(first.name))
+    for rule in rest:
+        column = column.when(tests[rule.name], sf.lit(rule.name))
+    return column
+
+
+def classified(
+    rows: DataFrame, *, now_ms: int, urns: Sequence[str], policy: rules.RetryPolicy, partitions: int
+) -> DataFrame:
+    """The :func:`decoded` ``rows`` as settle's Python part reads them (:data:`CLASSIFIED`), in
+    ``partitions`` partitions by ``meta.id``, each sorted so that a message's copies follow it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as sf
+
+    rows = rows.withColumn(_SEQ, sf.monotonically_increasing_id())
+    rows = rows.repartition(partitions, sf.col("id"))
+    first = Window.partitionBy("id", "body_attempts", "accepted").orderBy(_SEQ)
+    copy = (sf.col("id") != "") & (sf.row_number().over(first) > 1)
+    rule = rule_column(now_ms, urns)
+    # compared, not added to: attempts + 1 could overflow a long (Spark's ANSI mode raises)
+    retried = sf.greatest(sf.col("attempts"), sf.lit(0)) <= sf.lit(policy.last_retried_attempts)
+    delay = sf.when(
+        sf.col("deliver_at") > sf.lit(now_ms),
+        sf.least(sf.col("deliver_at") - sf.lit(now_ms), sf.lit(rules.MAX_DELAY_MS)),
+    )
+    return rows.select(
+        "body",
+        rule.alias("rule"),
+        copy.alias("copy"),
+        "id",
+        "body_attempts",
+        "attempts",
+        sf.when(retried, sf.lit("retry")).otherwise(sf.lit(rules.MAX_ATTEMPTS)).alias("on_failure"),
+        delay.cast("long").alias("delay_ms"),
+        "reject_reason",
+        "data_json",
+        "trace_id",
+        "correlation_id",
+    )

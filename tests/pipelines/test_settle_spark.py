@@ -1,0 +1,86 @@
+"""Settle is a Spark job: every partition of a micro-batch settles at once; retries wait as the runtime's.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from payment_fixtures import transfer
+
+from babelq.pipelines.ledger import open_ledger
+from babelq.transports import Outgoing, open_transport
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _stages_of(spark: Any, query_name: str) -> list[tuple[int, int]]:
+    """(stage id, tasks) of the last stage of every job a streaming query named ``query_name`` ran.
+
+    A streaming micro-batch's jobs carry the query's name in their description; the last stage of
+    a job is the one that ran its action (settle's Python)."""
+    sc = spark.sparkContext
+    jobs = sc._jsc.sc().statusStore().jobsList(None)
+    found: list[tuple[int, int]] = []
+    for i in range(jobs.length()):
+        job = jobs.apply(i)
+        description = job.description()
+        if not description.isDefined() or query_name not in description.get():
+            continue
+        stage_ids = [job.stageIds().apply(k) for k in range(job.stageIds().length())]
+        if not stage_ids:  # a job with nothing to run (an empty micro-batch)
+            continue
+        last = max(stage_ids)
+        info = sc.statusTracker().getStageInfo(last)
+        if info is not None:
+            found.append((last, info.numTasks))
+    return found
+
+
+def test_a_micro_batch_is_settled_by_every_partition_at_once(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    from babelq.pipelines.settle import settle
+
+    url, ledger_path = f"sqlite://{tmp_path}/q.db", tmp_path / "ledger.db"
+    envs = [transfer(f"PAY-{i:04d}", unique_queue) for i in range(2_000)]
+    open_transport(url).publish_many(unique_queue, [Outgoing(e.encode()) for e in envs])
+    run = settle(spark, url=url, queue=unique_queue, ledger=ledger_path, checkpoint=tmp_path / "ck",
+                 num_partitions=2, timeout=120)
+    assert run.drained and run.stats.count("posted") == 2_000
+    stages = _stages_of(spark, f"babelq-settle-{unique_queue}")
+    assert stages, "no job of the settle query was recorded"
+    assert max(tasks for _, tasks in stages) == 2, stages  # not one task for the whole micro-batch
+    ledger = open_ledger(ledger_path)
+    try:
+        assert ledger.totals() == (2_000, 2_000, 2_000)
+    finally:
+        ledger.close()
+
+
+def test_retries_wait_a_jittered_backoff_like_the_runtimes(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """The retry delay is the runtime's full-jitter backoff (uniform in [0, base * 2^(n-1)]), not a
+    fixed delay: a batch of failures spreads its retries out."""
+    from babelq.pipelines.settle import settle
+
+    url, ledger_path = f"sqlite://{tmp_path}/q.db", tmp_path / "ledger.db"
+    closed = [transfer(f"PAY-C{i:02d}", unique_queue, creditor_account="12349999") for i in range(40)]
+    open_transport(url).publish_many(unique_queue, [Outgoing(e.encode()) for e in closed])
+    started = time.monotonic()
+    run = settle(spark, url=url, queue=unique_queue, ledger=ledger_path, checkpoint=tmp_path / "ck",
+                 retry_delay_ms=600_000, timeout=12)
+    assert time.monotonic() - started < 60
+    # the retries wait on the queue (the odd one drawn under 12 s came back and failed again)
+    assert not run.drained and run.stats.count("retried") >= 40
+    ledger = open_ledger(ledger_path)
+    try:
+        delays = [int(r[0]) for r in ledger._query(f"SELECT delay_ms FROM {ledger.t_outbox}")]
+    finally:
+        ledger.close()
+    assert len(delays) >= 40
+    assert all(0 <= d <= 1_200_000 for d in delays)  # first retry up to the base, second up to twice it
+    assert len(set(delays)) > 30  # jittered, not one fixed delay
