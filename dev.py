@@ -77,7 +77,11 @@ def main(argv: list[str]) -> int:
                 return code
         return _run([str(PY), "-m", "pytest", *rest])
     if cmd == "bench":
-        names = sorted(p for p in (ROOT / "bench").glob("bench_*.py") if not rest or rest[0] in p.stem)
+        exact = ROOT / "bench" / f"bench_{rest[0]}.py" if rest else None
+        # "settle" names bench_settle.py, not every bench with "settle" in its name
+        names = [exact] if exact is not None and exact.exists() else sorted(
+            p for p in (ROOT / "bench").glob("bench_*.py") if not rest or rest[0] in p.stem
+        )
         code = 0
         for path in names:
             print(f"[dev] {path.name}", flush=True)

@@ -13,6 +13,7 @@ import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,17 @@ def ratio_row(label: str, ours: Timing, theirs: Timing) -> list[str]:
         format_rate(theirs.per_second),
         f"{theirs.seconds_per_call / ours.seconds_per_call:.2f}x",
     ]
+
+
+def timed_calls(inner: Callable[..., None], busy: list[float]) -> Callable[..., None]:
+    """``inner``, appending the seconds each call took to ``busy`` (e.g. a foreachBatch body, to
+    split a streaming run into time inside the micro-batches and the rest)."""
+
+    def call(*args: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        try:
+            inner(*args, **kwargs)
+        finally:
+            busy.append(time.perf_counter() - started)
+
+    return call

@@ -26,13 +26,13 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _util import timed_calls
 
 
 def bodies(n: int) -> tuple[list[bytes], int]:
@@ -64,17 +64,6 @@ def bodies(n: int) -> tuple[list[bytes], int]:
     return out + copies, expected
 
 
-def _timed(inner: Callable[..., None], busy: list[float]) -> Callable[..., None]:
-    def call(*args: Any, **kwargs: Any) -> None:
-        started = time.perf_counter()
-        try:
-            inner(*args, **kwargs)
-        finally:
-            busy.append(time.perf_counter() - started)
-
-    return call
-
-
 def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, batch: int,
               partitions: int) -> tuple[float, int, float, dict[str, float]]:
     """(seconds of the settle call, messages settled, seconds inside foreachBatch, seconds per phase of
@@ -88,10 +77,10 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
     if before:  # the old micro-batch body, on the raw stream as before (it decodes in Python)
         import settle_before
 
-        settle_module.process_batch = _timed(settle_before.process_batch, busy)  # type: ignore[assignment]
+        settle_module.process_batch = timed_calls(settle_before.process_batch, busy)  # type: ignore[assignment]
         settle_module.decoded = lambda df: df  # type: ignore[assignment]
     else:
-        settle_module.process_batch = _timed(original, busy)  # type: ignore[assignment]
+        settle_module.process_batch = timed_calls(original, busy)  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
             url = f"sqlite://{tmp}/q.db"

@@ -180,3 +180,27 @@ def test_settle_takes_its_master_from_the_environment(tmp_path: Path) -> None:
     log = read_event_log(events)
     assert log.master == "local[1]" and set(log.task_executors) == {"driver"}
 
+
+
+class _SessionOnACluster:
+    """What the library's check reads of a SparkSession: its context's master (a cluster here;
+    the functions must refuse before they touch Spark, so nothing else is needed)."""
+
+    class sparkContext:  # noqa: N801 - SparkSession's attribute name
+        master = NOWHERE
+
+
+def test_library_ingest_and_settle_refuse_unshareable_targets_on_the_sessions_master(
+    tmp_path: Path, bulk_file: Path
+) -> None:
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.ingest import ingest
+    from babelq.pipelines.settle import settle
+
+    spark = _SessionOnACluster()
+    with pytest.raises(ConfigurationError, match=r"^url: .*relative SQLite path.*spark://127\.0\.0\.1:1"):
+        ingest(spark, bulk_file, url="sqlite://q.db", rejects_path=tmp_path / "rejects")
+    with pytest.raises(ConfigurationError, match=r"^ledger: the SQLite ledger .*PostgreSQL on a cluster"):
+        settle(spark, url="redis://127.0.0.1:6379/0", queue="payments", ledger=tmp_path / "ledger.db",
+               checkpoint=tmp_path / "ck")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["payments.csv"]  # no journal, ledger, checkpoint

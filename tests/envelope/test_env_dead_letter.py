@@ -22,6 +22,7 @@ from babelq.envelope import (
     make,
     original_bytes,
     poison_record,
+    record_or_poison,
     redrive,
 )
 from babelq.errors import EnvelopeError
@@ -192,3 +193,27 @@ def test_poison_record_of_text_with_lone_surrogate() -> None:
 )
 def test_original_bytes_of_something_else_is_none(record: bytes) -> None:
     assert original_bytes(record) is None
+
+
+_WRITE_FAILURES = [ValueError("deep"), OverflowError("int64"), RecursionError()]
+
+
+@given(st.binary(max_size=200), st.sampled_from(_WRITE_FAILURES))
+def test_record_or_poison_keeps_the_original_bytes_when_the_record_cannot_be_written(
+    body: bytes, failure: Exception
+) -> None:
+    def build() -> bytes:
+        raise failure
+
+    record, unwritable = record_or_poison(build, body, original_queue="payments", error="core banking down",
+                                          attempts=2**70, cause="max_attempts")
+    assert unwritable is failure
+    assert original_bytes(record) == body
+    block = json.loads(record)["dead_letter"]
+    assert block["reason"] == "poison" and block["cause"] == "max_attempts"
+    assert block["attempts"] == 2**63 - 1  # clamped into int64, never written as 2**70
+    assert block["error"].startswith("core banking down; the message cannot be re-encoded")
+
+
+def test_record_or_poison_returns_what_build_writes() -> None:
+    assert record_or_poison(lambda: b"{}", b"x", original_queue="q", error=None) == (b"{}", None)

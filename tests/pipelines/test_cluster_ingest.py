@@ -13,7 +13,9 @@ Spark event log (written where ``--conf`` says) names the master and the executo
 finished task (``driver`` would mean local mode); the master's web UI JSON lists the
 application; the executors' work directories hold the shipped zip; and the messages are in Redis.
 
-Each run starts a JVM and registers an application (10-30 s), so the rows are few.
+Each run starts a JVM and registers an application (10-30 s), so the rows are few. Ingest and
+settle of 50,000 payments on the same kind of executors (no babelq installed), with one executor
+SIGKILLed mid-settle, is ``test_cluster_settle_kill.py``.
 """
 
 from __future__ import annotations
@@ -21,21 +23,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster import event_log_conf, make_bare_python, read_event_log, spark_home, wait_for
+from cluster import event_log_conf, make_bare_python, read_event_log, spark_home
 from conftest import ROOT, require_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 REDIS = "redis://127.0.0.1:6379/0"
-POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 #: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores)
 QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
              "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
@@ -71,39 +70,12 @@ def redis_queue(unique_queue: str) -> Any:
         transport.close()
 
 
-@pytest.fixture
-def pipeline(redis_queue: Any) -> Any:
-    """``redis_queue`` and a PostgreSQL ledger in a schema of its own (``search_path`` in the URL),
-    dropped afterwards: the settle CLI writes unprefixed tables, and the same seed's references
-    recur on every run."""
-    require_service("postgres")
-    import psycopg
-
-    schema = f"t_cluster_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield (*redis_queue, f"{POSTGRES}?options=-csearch_path%3D{schema}", schema)
-    finally:
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     # the driver must be reachable by the executors at the address it advertises
     full.update({"SPARK_LOCAL_IP": "127.0.0.1", **env})
     return subprocess.run(
         command, capture_output=True, text=True, cwd=cwd, env=full, timeout=400, check=False
-    )
-
-
-def start(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    """:func:`run`, without waiting."""
-    full = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    full.update({"SPARK_LOCAL_IP": "127.0.0.1", **env})
-    return subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=full
     )
 
 
@@ -129,55 +101,6 @@ def assert_ran_on_executors(cluster: Any, events: Path, app_name: str) -> None:
     assert shipped, f"no executor of {log.app_id} received the babelq package"
     # and their Python workers have it on their path (relative: the executor's directory)
     assert log.properties.get("spark.executorEnv.PYTHONPATH", "").split(os.pathsep)[0] == shipped[0].name
-
-
-def test_ingest_and_settle_with_master_run_on_the_cluster_executors_without_babelq(
-    spark_cluster: Any, bare_python: Path, bulk: Any, pipeline: Any, tmp_path: Path
-) -> None:
-    queue, transport, ledger, schema = pipeline
-    bare = {"PYSPARK_PYTHON": str(bare_python)}
-    done = run(
-        [str(BABELQ), *ingest_args(bulk, queue, tmp_path), "--master", spark_cluster.master_url,
-         *QUICK_JIT, *event_log_conf(tmp_path / "ingest-events")],
-        tmp_path,
-        bare,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    published = ROWS - bulk.expected_rejected
-    assert f"{published:,} published to {queue}" in done.stdout, done.stdout
-    assert transport.size(queue) == published
-    assert_ran_on_executors(spark_cluster, tmp_path / "ingest-events", "babelq-ingest")
-
-    # settle reads through the data source's streaming reader, whose Python functions the JVM
-    # builds without PySpark's includes: the executors' PYTHONPATH must carry the package too.
-    # While it runs, the fixture's handle sees its executor JVMs (what a SIGKILL test needs).
-    settling = start(
-        [str(BABELQ), "settle", "--broker", REDIS, "--queue", queue, "--ledger", ledger,
-         "--checkpoint", str(tmp_path / "checkpoint"), "--retry-delay-ms", "200", "--timeout", "300",
-         "--master", spark_cluster.master_url, *QUICK_JIT, *event_log_conf(tmp_path / "settle-events")],
-        tmp_path,
-        bare,
-    )
-    seen: list[Any] = []
-    deadline = time.monotonic() + 120
-    while not seen and settling.poll() is None and time.monotonic() < deadline:
-        seen = spark_cluster.executor_pids()
-        time.sleep(0.2)
-    stdout, stderr = settling.communicate(timeout=400)
-    assert settling.returncode == 0 and "drained" in stdout, stderr[-4000:]
-    assert seen, "no executor JVM seen while settle ran"
-    assert {e.worker for e in seen} <= {0, 1} and all(e.app_id.startswith("app-") for e in seen)
-    app_id = seen[0].app_id  # the application ended: its executors go too
-    wait_for(lambda: not spark_cluster.executor_pids(app_id), 60, f"the executors of {app_id} to exit")
-    with pytest.raises(ValueError, match="not an executor"):
-        spark_cluster.kill_executor(os.getpid())
-    import psycopg
-
-    with psycopg.connect(POSTGRES) as conn:
-        row = conn.execute(f"SELECT count(*), count(DISTINCT payment_reference) FROM {schema}.ledger_entries")
-        assert row.fetchone() == (bulk.expected_posted, bulk.expected_posted)
-    assert transport.size(queue) == 0
-    assert_ran_on_executors(spark_cluster, tmp_path / "settle-events", "babelq-settle")
 
 
 def test_ingest_under_spark_submit_keeps_the_master_spark_was_given(

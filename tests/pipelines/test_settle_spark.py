@@ -50,6 +50,9 @@ def test_a_micro_batch_is_settled_by_every_partition_at_once(
     run = settle(spark, url=url, queue=unique_queue, ledger=ledger_path, checkpoint=tmp_path / "ck",
                  num_partitions=2, timeout=120)
     assert run.drained and run.stats.count("posted") == 2_000
+    # who read each message from the broker: the executor tasks (local mode: the driver's JVM)
+    assert sum(run.stats.readers.values()) == run.stats.messages, run.stats.readers
+    assert all(who.startswith("executor ") for who in run.stats.readers), run.stats.readers
     stages = _stages_of(spark, f"babelq-settle-{unique_queue}")
     assert stages, "no job of the settle query was recorded"
     assert max(tasks for _, tasks in stages) == 2, stages  # not one task for the whole micro-batch

@@ -20,7 +20,7 @@ from babelq.envelope.ids import now_ms, uuid4
 from babelq.envelope.make import decode, encode, make
 from babelq.envelope.model import Envelope
 from babelq.envelope.payload import check_json
-from babelq.envelope.poison import original_bytes, poison_record
+from babelq.envelope.poison import original_bytes, poison_record, record_or_poison
 from babelq.envelope.urn import check_urn, urn_problem
 from babelq.envelope.verdict import accepts, rejection, urn_of
 
@@ -43,6 +43,7 @@ __all__ = [
     "now_ms",
     "original_bytes",
     "poison_record",
+    "record_or_poison",
     "redrive",
     "rejection",
     "urn_of",

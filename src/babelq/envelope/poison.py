@@ -11,9 +11,11 @@ not valid UTF-8, ``{"raw": <base64>, "raw_encoding": "base64", "dead_letter": ..
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from babelq.envelope import wire
+from babelq.envelope.constants import INT64_MAX
 from babelq.envelope.dead_letter import dead_letter_block
 from babelq.errors import DecodeError
 
@@ -59,6 +61,34 @@ def poison_record(
     else:
         doc = {"raw": text, "dead_letter": block}
     return wire.dumps_std(doc)
+
+
+def record_or_poison(
+    build: Callable[[], bytes],
+    body: bytes | bytearray | memoryview,
+    *,
+    original_queue: str,
+    error: str | None,
+    attempts: int = 0,
+    cause: str | None = None,
+) -> tuple[bytes, Exception | None]:
+    """``(record, None)``: the annotated dead letter (or retry) ``build`` writes; when it cannot be
+    written (an envelope decode accepted that will not re-encode, an attempts count beyond int64),
+    ``(poison record of the original body, the exception)``.
+
+    The one rule for every path that dead-letters a message it was given (the worker runtime, the
+    Spark settle job): the dead-letter path never fails, so such a message reaches the DLQ with
+    its bytes kept instead of coming back forever.
+    """
+    try:
+        return build(), None
+    except Exception as exc:
+        why = f"the message cannot be re-encoded: {exc}"
+        record = poison_record(
+            body, original_queue=original_queue, error=f"{error}; {why}" if error else why,
+            attempts=min(max(attempts, 0), INT64_MAX), cause=cause,
+        )
+        return record, exc
 
 
 def original_bytes(record: bytes | bytearray | memoryview) -> bytes | None:

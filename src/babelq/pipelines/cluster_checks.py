@@ -14,13 +14,16 @@ executor is a process of its own, in a directory of its own, often on another ho
 Both are refused with one line naming the option (:class:`~babelq.errors.ConfigurationError`),
 before the first message moves. The checks are called twice by the commands: before Spark
 starts when the master was named (``--master``, ``$BABELQ_SPARK_MASTER``), and on the master
-the session actually got (spark-submit's, ``spark-defaults.conf``'s).
+the session actually got (spark-submit's, ``spark-defaults.conf``'s); the library's
+:func:`~babelq.pipelines.ingest.ingest` and :func:`~babelq.pipelines.settle.settle` check the
+session they are given (:func:`check_session_targets`), so the Python API refuses them too.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from babelq.errors import ConfigurationError
@@ -72,3 +75,21 @@ def check_cluster_targets(
             f"{ledger_option}: the SQLite ledger ({redact(str(ledger))}) works in local mode only; on master "
             f"{master} use PostgreSQL on a cluster ({ledger_option} postgresql://user@host/db)"
         )
+
+
+def session_master(spark: Any) -> str | None:
+    """The master of ``spark``'s context; None where there is no context to ask (Spark Connect)."""
+    try:
+        return str(spark.sparkContext.master)
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return None
+
+
+def check_session_targets(
+    spark: Any, *, broker: str | None = None, ledger: str | Path | None = None,
+    broker_option: str = "url", ledger_option: str = "ledger",
+) -> None:
+    """:func:`check_cluster_targets` on the master ``spark`` runs on (the library functions' check:
+    the options are named as the functions' parameters)."""
+    check_cluster_targets(session_master(spark), broker=broker, ledger=ledger,
+                          broker_option=broker_option, ledger_option=ledger_option)

@@ -12,6 +12,11 @@ Arm a failpoint only for a process started in a session of its own (``setsid``,
 ``subprocess.Popen(..., start_new_session=True)``): in a terminal's session it would kill the
 shell too. Linux only (it reads ``/proc``).
 
+Two variants, for the crashes Spark recovers from within a run (a retried task): ``name:process``
+SIGKILLs only the process that reaches the point (a Spark task's Python worker, as when one
+executor dies), and ``$BABELQ_FAILPOINT_ONCE=<path>`` fires a point only in the process that
+creates ``<path>`` first, so the task's retry runs through.
+
 The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish``.
 """
 
@@ -23,6 +28,7 @@ from contextlib import suppress
 from pathlib import Path
 
 ENV = "BABELQ_FAILPOINT"
+ONCE_ENV = "BABELQ_FAILPOINT_ONCE"
 
 
 def session_pids(session: int) -> list[int]:
@@ -49,8 +55,25 @@ def kill_session(session: int) -> None:
         os.kill(me, signal.SIGKILL)
 
 
+def _first(marker: str | None) -> bool:
+    """True unless ``marker`` names a file some process already created (then: not the first)."""
+    if not marker:
+        return True
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
 def failpoint(name: str) -> None:
-    """SIGKILL this process's whole session if ``$BABELQ_FAILPOINT`` names ``name`` (test hook)."""
+    """SIGKILL this process's whole session (or, armed as ``name:process``, this process) if
+    ``$BABELQ_FAILPOINT`` names ``name`` (test hook)."""
     armed = os.environ.get(ENV)
-    if armed and name in armed.split(","):
+    if not armed:
+        return
+    points = armed.split(",")
+    if name in points and _first(os.environ.get(ONCE_ENV)):
         kill_session(os.getsid(0))
+    elif f"{name}:process" in points and _first(os.environ.get(ONCE_ENV)):
+        os.kill(os.getpid(), signal.SIGKILL)

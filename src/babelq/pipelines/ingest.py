@@ -216,6 +216,9 @@ def ingest(
     A batch the journal says was published is not published again unless ``republish``.
     ``plan`` is :func:`plan_batch`'s answer when the caller already asked (it hashes the file).
     """
+    from babelq.pipelines.cluster_checks import check_session_targets
+
+    check_session_targets(spark, broker=url)
     book = IngestJournal(journal or default_journal(rejects_path))
     try:
         plan = plan or plan_batch(source, book, batch_id)

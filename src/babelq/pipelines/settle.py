@@ -45,6 +45,7 @@ from babelq.pipelines.settle_classify import classified, decoded
 from babelq.pipelines.settle_partition import (
     HANDLED_URNS,
     OUTCOME_SCHEMA,
+    READ_BY,
     SECONDS,
     SettleConfig,
     publish_outbound,
@@ -66,14 +67,19 @@ class SettleStats:
     #: seconds spent per phase of the partitions' Python work, summed over every task (a profile:
     #: ``read`` waiting for the JVM's rows, ``handle``, ``ledger``, ``publish``)
     seconds: Counter[str] = field(default_factory=Counter)
+    #: messages by the process that read them from the broker (the source's ``read_by``:
+    #: ``executor <host>:<jvm pid>`` for a Spark executor, ``driver …`` for the driver's reader)
+    readers: Counter[str] = field(default_factory=Counter)
     last_batch_rows: int = -1
     last_batch_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, counts: dict[tuple[str, str], int], seconds: dict[str, float] | None = None) -> None:
+    def record(self, counts: dict[tuple[str, str], int], seconds: dict[str, float] | None = None,
+               readers: dict[str, int] | None = None) -> None:
         rows = sum(counts.values())
         with self.lock:
             self.seconds.update(seconds or {})
+            self.readers.update(readers or {})
             self.batches += 1
             self.messages += rows
             self.outcomes.update(counts)
@@ -94,12 +100,13 @@ class InjectedCrashError(BabelqError):
 
 def settle_frame(
     df: Any, config: SettleConfig, *, partitions: int, now: int | None = None,
-    seconds: dict[str, float] | None = None,
+    seconds: dict[str, float] | None = None, readers: dict[str, int] | None = None,
 ) -> dict[tuple[str, str], int]:
     """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle_classify.decoded` made (of a
-    ``body`` column, optionally ``broker_attempts``), in ``partitions`` parallel tasks; returns how
-    many had each (outcome, cause), and adds each phase's seconds (summed over the tasks) to
-    ``seconds``. One Spark action, so a streaming micro-batch is read (reserved) once."""
+    ``body`` column, optionally ``broker_attempts`` and ``read_by``), in ``partitions`` parallel
+    tasks; returns how many had each (outcome, cause), adds each phase's seconds (summed over the
+    tasks) to ``seconds`` and the messages per reading process to ``readers``. One Spark action,
+    so a streaming micro-batch is read (reserved) once."""
     at = now if now is not None else now_ms()
     rows = classified(df, now_ms=at, urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
     outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
@@ -108,6 +115,10 @@ def settle_frame(
         if r["outcome"] == SECONDS:
             if seconds is not None:
                 seconds[r["cause"]] = seconds.get(r["cause"], 0.0) + int(r["n"]) / 1e6
+            continue
+        if r["outcome"] == READ_BY:
+            if readers is not None:
+                readers[r["cause"]] = readers.get(r["cause"], 0) + int(r["n"])
             continue
         key = (r["outcome"], r["cause"] or "")
         counts[key] = counts.get(key, 0) + int(r["n"])
@@ -126,8 +137,9 @@ def process_batch(
     """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks)."""
     started = time.perf_counter()
     phases: dict[str, float] = {}
-    counts = settle_frame(df, config, partitions=partitions, seconds=phases)
-    stats.record(counts, phases)
+    readers: dict[str, int] = {}
+    counts = settle_frame(df, config, partitions=partitions, seconds=phases, readers=readers)
+    stats.record(counts, phases, readers)
     n = sum(counts.values())
     seconds = time.perf_counter() - started
     if n:
@@ -167,12 +179,14 @@ class SettleRun:
     drained: bool
     waiting: int = 0
     reserved: int | None = 0
-    republished: int = 0  #: outbox rows a crashed run left unpublished, published at start
+    #: outbox rows a crashed run (at start) or a task Spark retried (before "drained") left unpublished
+    republished: int = 0
 
 
 def _flush_outbox(config: SettleConfig) -> int:
     """Open the ledger (so a bad ``--ledger`` fails now, not at the first message) and publish the
-    dead letters and retries a crashed run committed but did not publish."""
+    dead letters and retries a crashed run, or a task killed and retried in this run, committed but
+    did not publish."""
     ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
     try:
         total = 0
@@ -181,7 +195,7 @@ def _flush_outbox(config: SettleConfig) -> int:
     finally:
         ledger.close()
     if total:
-        log.info("settle: published %d dead letters / retries a crashed run had committed", total)
+        log.info("settle: published %d dead letters / retries a crashed run or killed task committed", total)
     return total
 
 
@@ -216,8 +230,10 @@ def settle(
     error if it dies (e.g. :class:`InjectedCrashError` from the test hook); the checkpoint then
     lets the next call continue.
     """
+    from babelq.pipelines.cluster_checks import check_session_targets
     from babelq.spark.datasource import register
 
+    check_session_targets(spark, broker=url, ledger=ledger)
     register(spark)
     config = SettleConfig(
         url=url,
@@ -269,6 +285,14 @@ def settle(
                 if waiting == 0 and not reserved:
                     idle_polls += 1
                     if idle_polls >= 2:
+                        # a task that died between its ledger commit and its publish, retried by
+                        # Spark in this run, found its outbox rows claimed and published nothing:
+                        # publish them now (no task runs while the source is idle), then go on
+                        flushed = _flush_outbox(config)
+                        if flushed:
+                            republished += flushed
+                            idle_polls = 0
+                            continue
                         drained = True
                         break
                 else:

@@ -50,7 +50,7 @@ POISON_REASON_PREFIX = "body "
 #: The columns :func:`classified` hands to the Python part, in this order.
 CLASSIFIED = (
     "body", "rule", "copy", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
-    "data_json", "trace_id", "correlation_id",
+    "data_json", "trace_id", "correlation_id", "read_by",
 )
 
 _SEQ = "__bq_seq"
@@ -60,14 +60,16 @@ def decoded(batch: DataFrame) -> DataFrame:
     """``batch`` (``body``, optional ``broker_attempts``) decoded on the JVM, trimmed to what settle
     reads. ``attempts`` is the binding's reconciliation, ``max(body attempts, broker_attempts)``
     (SPEC section 4: an SQS message received three times is at attempt 2 whatever its body says);
-    ``body_attempts`` is the body's own count, which names the attempt in the outbox key."""
+    ``body_attempts`` is the body's own count, which names the attempt in the outbox key;
+    ``read_by`` is the source's (which process took the row from the broker), null without it."""
     from pyspark.sql import functions as sf
 
     from babelq.spark.decode import decode
 
     floor = sf.coalesce(sf.col("broker_attempts").cast("long"), sf.lit(0).cast("long")) \
         if "broker_attempts" in batch.columns else sf.lit(0).cast("long")
-    out = decode(batch.select("body", floor.alias("broker_attempts")), "body")
+    reader = sf.col("read_by") if "read_by" in batch.columns else sf.lit(None).cast("string")
+    out = decode(batch.select("body", floor.alias("broker_attempts"), reader.alias("read_by")), "body")
     return out.select(
         "body",
         "urn",
@@ -81,6 +83,7 @@ def decoded(batch: DataFrame) -> DataFrame:
         "data_json",
         "accepted",
         "reject_reason",
+        "read_by",
     )
 
 
@@ -147,4 +150,5 @@ def classified(
         "data_json",
         "trace_id",
         "correlation_id",
+        "read_by",
     )

@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from babelq.envelope import Envelope, annotate, decode, dlq_name, poison_record
+from babelq.envelope import Envelope, annotate, decode, dlq_name, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines import TRANSFER_URN
@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 OUTCOME_SCHEMA = "outcome STRING, cause STRING, n BIGINT"
 #: The outcome of the rows that are no messages but one phase's microseconds in one task (cause: the phase).
 SECONDS = "@seconds"
+#: The outcome of the rows that count the partition's messages by the process that read them from
+#: the broker (cause: the source's ``read_by``, e.g. ``executor <host>:<jvm pid>``).
+READ_BY = "@read_by"
 
 POSTED = "posted"
 DUPLICATE = "duplicate"
@@ -112,13 +115,19 @@ class SettleConfig:
         return rules.RetryPolicy(self.max_attempts, Backoff(base_ms=self.retry_delay_ms))
 
 
+#: classified columns that are never turned into Python lists for every row
+_ARROW_ONLY = frozenset({"body", "read_by"})
+
+
 class _Rows:
     """The partition's classified rows as Python lists, except the bodies: they stay in Arrow and
     become Python bytes only for the few rows whose dead letter, retry or deferral needs them."""
 
     def __init__(self, batches: Iterator[Any]) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name in CLASSIFIED if name != "body"}
+        self.columns: dict[str, list[Any]] = {name: [] for name in CLASSIFIED if name not in _ARROW_ONLY}
         self._bodies: list[Any] = []  # (first row, Arrow array) per batch
+        #: messages per reading process (counted in Arrow: one value per row, a handful distinct)
+        self.readers: Counter[str] = Counter()
         total = 0
         for batch in batches:
             if batch.num_rows == 0:
@@ -127,6 +136,9 @@ class _Rows:
             for name, values in self.columns.items():
                 values.extend(batch.column(names.index(name)).to_pylist())
             self._bodies.append((total, batch.column(names.index("body"))))
+            if "read_by" in names:
+                for item in batch.column(names.index("read_by")).value_counts().to_pylist():
+                    self.readers[item["values"] or "unknown"] += item["counts"]
             total += batch.num_rows
         self.count = total
 
@@ -181,12 +193,12 @@ class _Partition:
                     attempts: int | None = None) -> Outbound:
         """The dead letter of a decoded message; if its record cannot be built, of its original bytes."""
         raw = self.rows.body(i)
-        try:
-            record = annotate(env, reason, original_queue=self.config.queue, cause=cause, error=error,
-                              attempts=attempts).encode()
-        except Exception as exc:  # the envelope cannot be re-encoded: keep what was received
-            record = poison_record(raw, original_queue=self.config.queue, cause=cause,
-                                   error=f"{error} (its dead letter could not be written: {exc})")
+        record, _ = record_or_poison(  # an envelope that cannot be re-encoded: keep what was received
+            lambda: annotate(env, reason, original_queue=self.config.queue, cause=cause, error=error,
+                             attempts=attempts).encode(),
+            raw, original_queue=self.config.queue, error=error,
+            attempts=env.attempts if attempts is None else attempts, cause=cause,
+        )
         key = self.key_of(i, raw)
         self.labels[key] = (DEAD_LETTERED, cause)
         return Outbound(key, self.config.dlq, record, message_id=self.rows.columns["id"][i] or None)
@@ -249,37 +261,25 @@ def _handle(part: _Partition, i: int) -> None:
     text = columns["data_json"][i]
     data: Any = orjson.loads(text) if text is not None else None
     attempts = columns["attempts"][i]
-    if obviously_valid(data) and data["validation_result"]["passed"] is True:
-        failure = config.bank.failure(data, attempts)
-        if failure is None:
-            mid = _message_id(part, i)
-            part.postings.append(Posting(
-                mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
-                data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
-                columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
-            ))
-            part.posted_rows[mid] = i
+    if not (obviously_valid(data) and data["validation_result"]["passed"] is True):
+        problems = schema_errors(data)  # the full validator (the quick test only accepts)
+        if not problems and data["validation_result"].get("passed") is not True:
+            problems = ["validation_result.passed is not true"]
+        if problems:
+            part.dead(i, part.envelope(i), rules.REASON_FAILED, INVALID, error="; ".join(problems))
             return
+        # valid by the full validator although not by the quick test (e.g. amount 1000.0)
+    failure = config.bank.failure(data, attempts)
+    if failure is not None:
         _failed(part, i, attempts, failure)
         return
-    problems = schema_errors(data)
-    if not problems and data["validation_result"].get("passed") is not True:
-        problems = ["validation_result.passed is not true"]
-    if problems:
-        part.dead(i, part.envelope(i), rules.REASON_FAILED, INVALID, error="; ".join(problems))
-        return
-    # valid by the full validator although not by the quick test (e.g. amount 1000.0)
-    failure = config.bank.failure(data, attempts)
-    if failure is None:
-        mid = _message_id(part, i)
-        part.postings.append(Posting(
-            mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
-            data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
-            columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
-        ))
-        part.posted_rows[mid] = i
-        return
-    _failed(part, i, attempts, failure)
+    mid = _message_id(part, i)
+    part.postings.append(Posting(
+        mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
+        data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
+        columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
+    ))
+    part.posted_rows[mid] = i
 
 
 def _failed(part: _Partition, i: int, attempts: int, failure: str) -> None:
@@ -337,7 +337,7 @@ def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> 
             _commit(part, ledger, clock)
         finally:
             ledger.close()
-    yield _arrow(part.counts, clock.laps)
+    yield _arrow(part.counts, clock.laps, rows.readers)
 
 
 def _decide(part: _Partition, ledger: Ledger) -> None:
@@ -420,11 +420,12 @@ def publish_outbound(url: str, ledger: Ledger, rows: Sequence[Outbound]) -> int:
     return len(rows)
 
 
-def _arrow(counts: Counter[tuple[str, str | None]], laps: dict[str, float]) -> Any:
+def _arrow(counts: Counter[tuple[str, str | None]], laps: dict[str, float], readers: Counter[str]) -> Any:
     import pyarrow as pa
 
     rows = [(o, c, n) for (o, c), n in counts.items() if n]
     rows += [(SECONDS, phase, round(seconds * 1e6)) for phase, seconds in laps.items()]
+    rows += [(READ_BY, reader, n) for reader, n in readers.items()]
     return pa.RecordBatch.from_arrays(
         [pa.array([r[0] for r in rows], pa.string()), pa.array([r[1] for r in rows], pa.string()),
          pa.array([r[2] for r in rows], pa.int64())],

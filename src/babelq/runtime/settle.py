@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from babelq.envelope import annotate, dlq_name, exception_name, poison_record
+from babelq.envelope import annotate, dlq_name, exception_name, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import ConfigurationError
 from babelq.runtime import rules
@@ -160,12 +160,13 @@ class Settler:
         error = _error_text(outcome.error)
         if self.retry.retries(message.attempts):
             delay = min(self.retry.delay_ms(runs), self.max_delay_ms)
-            try:
-                body = message.envelope.with_attempts(runs).encode()
-            except Exception as unwritable:  # cannot be written back: dead-letter it rather than loop
-                record = self._unencodable(processed, unwritable, error, runs, outcome.cause)
-                why = f"retry {runs} cannot be encoded: {unwritable}"
-                self._to_dlq(processed, record, "poison", why, acks)
+            body, unwritable = record_or_poison(  # cannot be written back: dead-letter it rather than loop
+                lambda: message.envelope.with_attempts(runs).encode(), processed.delivery.body,
+                original_queue=processed.delivery.queue, error=error, attempts=runs, cause=outcome.cause,
+            )
+            if unwritable is not None:
+                self._unencodable(processed, unwritable)
+                self._to_dlq(processed, body, "poison", f"retry {runs} cannot be encoded: {unwritable}", acks)
                 return
             self.transport.retry(processed.delivery, body, delay_ms=delay)
             self.counters.incr("retried")
@@ -241,29 +242,23 @@ class Settler:
     ) -> tuple[bytes, str]:
         """``(record, reason)``: the annotated dead letter ``build`` makes, or, if it fails for
         any reason, the poison record of the original bytes (reason ``poison``)."""
-        try:
-            return build(), reason
-        except Exception as exc:
-            return self._unencodable(processed, exc, error, attempts, cause), "poison"
+        record, unwritable = record_or_poison(
+            build, processed.delivery.body, original_queue=processed.delivery.queue, error=error,
+            attempts=attempts, cause=cause,
+        )
+        if unwritable is None:
+            return record, reason
+        self._unencodable(processed, unwritable)
+        return record, "poison"
 
-    def _unencodable(
-        self, processed: Processed, exc: Exception, error: str | None, attempts: int, cause: str | None
-    ) -> bytes:
-        """The poison record of the delivery's own bytes, for a message that cannot be re-encoded."""
-        delivery = processed.delivery
+    def _unencodable(self, processed: Processed, exc: Exception) -> None:
+        """Count and log a message whose dead letter or retry could not be written (its original
+        bytes went to the DLQ instead)."""
         self.counters.incr("unencodable")
         self.log.error(
             "cannot re-encode %s from %r (%s); dead-lettering its original bytes",
-            processed.message.id if processed.message is not None else "a message", delivery.queue, exc,
-            extra=_extra(processed.message),
-        )
-        why = f"the message cannot be re-encoded: {exc}"
-        return poison_record(
-            delivery.body,
-            original_queue=delivery.queue,
-            error=f"{error}; {why}" if error else why,
-            attempts=min(max(attempts, 0), INT64_MAX),
-            cause=cause,
+            processed.message.id if processed.message is not None else "a message", processed.delivery.queue,
+            exc, extra=_extra(processed.message),
         )
 
     def _to_dlq(

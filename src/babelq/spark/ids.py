@@ -21,15 +21,22 @@ def name_uuid(namespace: uuid.UUID, name: Column) -> Column:
     """``uuid.uuid5(namespace, name)`` as a lowercase hyphenated string column (null for a null name)."""
     from pyspark.sql import functions as sf
 
-    digest = sf.sha1(sf.concat(sf.unhex(sf.lit(namespace.hex)), sf.encode(name, "UTF-8")))
+    # a string cast to binary is its UTF-8 bytes (encode(name, "UTF-8") looks the charset up per row)
+    digest = sf.sha1(sf.concat(sf.unhex(sf.lit(namespace.hex)), name.cast("binary")))
 
     def part(start: int, length: int) -> Column:  # 1-based, as Spark's substring
         return sf.substring(digest, start, length)
 
-    # digit 13 becomes the version (5); digit 17 keeps its two low bits under the variant 10xx
-    variant = sf.lower(sf.hex(sf.conv(part(17, 1), 16, 10).cast("int").bitwiseAND(3).bitwiseOR(8)))
-    text = sf.concat_ws(
-        "-", part(1, 8), part(9, 4), sf.concat(sf.lit("5"), part(14, 3)), sf.concat(variant, part(18, 3)),
+    # digit 13 becomes the version (5); digit 17 keeps its two low bits under the variant 10xx:
+    # (d & 3) | 8 for a lowercase hex digit d, as a character map (sha1 gives lowercase hex). A
+    # map, not conv()/hex() arithmetic: those parse and print strings per row and made the
+    # whole encode of ingest about 60% slower
+    variant = sf.translate(part(17, 1), "0123456789abcdef", "89ab89ab89ab89ab")
+    dash = sf.lit("-")
+    text = sf.concat(
+        part(1, 8), dash, part(9, 4), dash, sf.lit("5"), part(14, 3), dash, variant, part(18, 3), dash,
         part(21, 12),
     )
-    return sf.when(name.isNotNull(), text)
+    # null in, null out without a CASE: concat and sha1 pass nulls through, and the digest's seven
+    # uses stay outside any conditional branch, where subexpression elimination computes it once
+    return text

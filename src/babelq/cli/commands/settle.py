@@ -83,7 +83,11 @@ def run(args: argparse.Namespace) -> int:
         f"{state}"
     ]
     if result.republished:
-        lines.append(f"  published {result.republished} dead letters / retries a crashed run had committed")
+        who = "a crashed run or a killed task"
+        lines.append(f"  published {result.republished} dead letters / retries {who} had committed")
     lines += [f"  {o}{'/' + c if c else ''}: {n}" for (o, c), n in sorted(result.stats.outcomes.items())]
+    if result.stats.readers:
+        lines.append(f"  read from the broker by {len(result.stats.readers)} process(es):")
+        lines += [f"    {who}: {n}" for who, n in sorted(result.stats.readers.items())]
     write("\n".join(lines) + "\n")
     return 0 if result.drained else 1

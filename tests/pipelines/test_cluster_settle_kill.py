@@ -1,0 +1,352 @@
+"""``babelq settle`` on the standalone cluster, with one executor JVM SIGKILLed mid-settle (issue 11).
+
+The "prove it on a real cluster" test: 50,000 payments from a generated bulk file are ingested by
+``babelq ingest --master <cluster>`` into Redis, 50 poison bodies are pushed on the queue as a
+misbehaving producer would, and ``babelq settle --master <cluster>`` settles them into a
+PostgreSQL ledger in a schema of the test's own. The executors' Python has no babelq (``bare_python``):
+they run the package ``get_session`` ships. While settle runs, the test watches the ledger;
+once it holds some but not all entries, the first executor of the settle application seen
+running a task that launched less than 0.3 s before (the driver's REST API) gets SIGKILL
+(``spark_cluster.kill_executor``), so the kill lands inside that task. Spark retries it (a
+retried read task takes back the messages its slot's tag recorded on the broker; a lost shuffle
+output is recomputed the same way); the standalone master launches a replacement executor on the
+freed worker.
+
+Then, from outside the job:
+
+* settle ended "drained" in the same run, with the default ``--visibility-timeout`` (300 s): the
+  retried task reads its slot's messages again at once, nothing waits for a lease to lapse;
+* the ledger holds each valid payment exactly once (``count(*) == count(DISTINCT
+  payment_reference) == expected_posted``), the queue is empty, the outbox has nothing unpublished;
+* the DLQ holds what the generator and the injected poison predict, each message once
+  (``Triage.messages``; distinct ``meta.id`` = expired + closed accounts), and the demo's
+  reconciliation holds: rows in = rejected + posted + dead-lettered;
+* the kill hit a running task: the event log has a task of the killed executor that failed with
+  ``ExecutorLostFailure`` (and nothing failed for another reason than it or a ``FetchFailed`` for
+  the shuffle output lost with it), and the application was given a third executor;
+* broker reads happened in at least two executor JVMs: settle's ``read from the broker by N
+  process(es)`` lines name executor pids this cluster launched for the application, and their
+  counts add up to the messages settle reported.
+
+A kill after a partition's ledger commit but before it published its outbox rows (dead letters,
+retries) leaves rows the retried task finds claimed and does not publish; settle publishes them
+before it calls the queue drained, so the same run still ends with nothing unpublished
+(``tests/pipelines/test_settle_task_retry.py`` hits that window on purpose).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import event_log_conf, free_port, make_bare_python, read_event_log, wait_for
+from conftest import ROOT, require_service
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
+
+BABELQ = ROOT / ".venv" / "bin" / "babelq"
+REDIS = "redis://127.0.0.1:6379/0"
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+ROWS = 50_000
+POISON = ROWS // 1000
+#: micro-batches of 10k: several of them, so the kill lands with work both behind and ahead of it
+BATCH = 10_000
+#: kill an executor only within this many seconds of a task's launch (a 10k micro-batch's tasks run
+#: for a second or more), so the SIGKILL lands while the task runs
+FRESH_TASK = 0.3
+#: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores);
+#: -DontCompileHugeMethods as get_session's default (decode's generated code is over 8000 bytes)
+QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
+             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"]
+_SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS",
+             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
+_READERS_HEAD = re.compile(r"  read from the broker by \d+ process\(es\):")
+_READER = re.compile(r"^ {4}executor (?P<host>[^:\s]+):(?P<pid>\d+): (?P<n>\d+)$")
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The executors' Python: pyspark and babelq's dependencies, not babelq (it is shipped)."""
+    return make_bare_python(tmp_path_factory.mktemp("bare-env"))
+
+
+@pytest.fixture
+def pipeline(unique_queue: str) -> Any:
+    """A Redis queue (and its DLQ) purged afterwards, and a PostgreSQL ledger in a schema of its own
+    (``search_path`` in the URL; the settle CLI writes unprefixed tables), dropped afterwards."""
+    require_service("redis")
+    require_service("postgres")
+    import psycopg
+
+    from babelq.envelope import dlq_name
+    from babelq.transports import open_transport
+
+    schema = f"t_kill_{uuid.uuid4().hex[:10]}"
+    transport = open_transport(REDIS)
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield unique_queue, transport, f"{POSTGRES}?options=-csearch_path%3D{schema}", schema
+    finally:
+        transport.purge(unique_queue)
+        transport.purge(dlq_name(unique_queue))
+        transport.close()
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    # the driver must be reachable by the executors at the address it advertises
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", **(extra or {})})
+    return env
+
+
+def _ledger_entries(conn: Any, schema: str) -> int:
+    import psycopg
+
+    try:
+        row = conn.execute(f"SELECT count(*) FROM {schema}.ledger_entries").fetchone()
+    except psycopg.errors.UndefinedTable:  # settle has not created its tables yet
+        return 0
+    return int(row[0])
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
+
+
+def _running_tasks(ui: str, app_id: str) -> list[tuple[float, str]]:
+    """(seconds since launch, executor id) of every task running now, from the settle driver's REST
+    API (empty while it is not up). Task entities are written at each task's start and end, unlike
+    an executor's ``activeTasks``, which the status store may show a few hundred ms late."""
+    api = f"{ui}/api/v1/applications/{app_id}"
+    out: list[tuple[float, str]] = []
+    try:
+        for stage in _get_json(f"{api}/stages?status=active"):
+            tasks = _get_json(f"{api}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=RUNNING")
+            for task in tasks:
+                if task.get("status") == "RUNNING":
+                    launched = datetime.strptime(task["launchTime"], "%Y-%m-%dT%H:%M:%S.%f%Z")
+                    age = time.time() - launched.replace(tzinfo=UTC).timestamp()
+                    out.append((age, str(task["executorId"])))
+    except (OSError, ValueError, KeyError):
+        return []
+    return sorted(out)
+
+
+def _settle_app(cluster: Any) -> str:
+    """The id of the newest running settle application on the cluster, "" before it registers."""
+    running = [a for a in cluster.state().get("activeapps", []) if a.get("name") == "babelq-settle"]
+    return str(max(running, key=lambda a: a.get("starttime", 0))["id"]) if running else ""
+
+
+@dataclass
+class Watch:
+    """What the test saw while settle ran."""
+
+    app_id: str = ""
+    #: every executor JVM of the application seen: pid -> executor id
+    executors: dict[int, str] = field(default_factory=dict)
+    killed: int = 0
+    killed_executor: str = ""
+    killed_at_entries: int = 0
+    #: executor JVMs first seen after the kill
+    after_kill: dict[int, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+
+def _watch_and_kill(cluster: Any, settling: subprocess.Popen[str], *, ui: str, schema: str, expected: int,
+                    within: float) -> Watch:
+    """Poll until settle exits; SIGKILL a busy executor once the ledger holds some but not all entries."""
+    import psycopg
+
+    watch = Watch()
+    started = time.monotonic()
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        while settling.poll() is None and time.monotonic() - started < within:
+            time.sleep(0.1)
+            if not watch.app_id:
+                watch.app_id = _settle_app(cluster)
+                continue
+            for e in cluster.executor_pids(watch.app_id):
+                if e.pid not in watch.executors:
+                    watch.executors[e.pid] = e.executor_id
+                    if watch.killed:
+                        watch.after_kill[e.pid] = e.executor_id
+                        watch.log.append(f"{time.monotonic() - started:.1f} s: new executor "
+                                         f"{e.executor_id} (pid {e.pid})")
+            if watch.killed:
+                continue
+            entries = _ledger_entries(conn, schema)
+            if not 0 < entries < expected:
+                continue
+            # a task that started a moment ago: the kill lands inside it, not as it ends
+            live = {e.executor_id: e.pid for e in cluster.executor_pids(watch.app_id)}
+            running = _running_tasks(ui, watch.app_id)
+            fresh = [(age, x) for age, x in running if age < FRESH_TASK and x in live]
+            if fresh:
+                age, victim = fresh[0]
+                watch.killed_executor, watch.killed, watch.killed_at_entries = victim, live[victim], entries
+                cluster.kill_executor(watch.killed)
+                watch.log.append(f"{time.monotonic() - started:.1f} s: SIGKILL executor {victim} (pid "
+                                 f"{watch.killed}, its task started {age:.2f} s ago) at {entries:,} of "
+                                 f"{expected:,} ledger entries")
+    return watch
+
+
+def _outbox_pending(ledger_url: str) -> int:
+    """Dead letters and retries the ledger's outbox holds but no one has published yet."""
+    from babelq.pipelines.ledger import open_ledger
+
+    ledger = open_ledger(ledger_url)
+    try:
+        return ledger.outbox_counts()[1]
+    finally:
+        ledger.close()
+
+
+def _readers(stdout: str) -> dict[int, int]:
+    """``jvm pid -> messages`` from settle's ``read from the broker by N process(es):`` block."""
+    lines = stdout.splitlines()
+    heads = [i for i, line in enumerate(lines) if _READERS_HEAD.fullmatch(line)]
+    assert len(heads) == 1, stdout
+    out: dict[int, int] = {}
+    for line in lines[heads[0] + 1:]:
+        found = _READER.match(line)
+        if found is None:
+            assert not line.startswith("    "), f"a reader that is not an executor: {line!r}"
+            break
+        out[int(found["pid"])] = out.get(int(found["pid"]), 0) + int(found["n"])
+    return out
+
+
+def _failed_tasks(events: Path) -> list[dict[str, Any]]:
+    """The ``Task End Reason`` of every task of the application's event log that did not succeed."""
+    [log] = [p for p in events.iterdir() if p.is_file() and not p.name.startswith(".")]
+    failed = []
+    for line in log.read_text("utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("Event") == "SparkListenerTaskEnd":
+            reason = event.get("Task End Reason", {})
+            if reason.get("Reason") != "Success":
+                failed.append({**reason, "Message": str(reason.get("Message", ""))[:200]})
+    return failed
+
+
+def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
+    spark_cluster: Any, pipeline: Any, bare_python: Path, tmp_path: Path
+) -> None:
+    import psycopg
+
+    from babelq.envelope import dlq_name
+    from babelq.pipelines.dlq import triage
+    from babelq.pipelines.generator import generate_bulk_file, poison_bodies
+    from babelq.transports import Outgoing
+
+    queue, transport, ledger_url, schema = pipeline
+    bare = {"PYSPARK_PYTHON": str(bare_python)}  # executors without babelq: get_session ships it
+    took: dict[str, float] = {}
+    clock = time.monotonic()
+    bulk = generate_bulk_file(tmp_path / "payments.csv", ROWS, seed=11)
+    ingest = subprocess.run(
+        [str(BABELQ), "ingest", str(bulk.path), "--broker", REDIS, "--queue", queue,
+         "--rejects", str(tmp_path / "rejects"), "--master", spark_cluster.master_url, *QUICK_JIT],
+        capture_output=True, text=True, cwd=tmp_path, env=_env(bare), timeout=300, check=False,
+    )
+    assert ingest.returncode == 0, ingest.stderr[-4000:]
+    published = ROWS - bulk.expected_rejected
+    assert f"{published:,} published to {queue}" in ingest.stdout, ingest.stdout
+    transport.publish_many(queue, [Outgoing(b) for b in poison_bodies(POISON)])
+    assert transport.size(queue) == published + POISON
+    took["ingest"] = time.monotonic() - clock
+    # the ingest application's executors go before settle's come, so none is mistaken for settle's
+    wait_for(lambda: not spark_cluster.executor_pids(), 60, "the ingest executors to exit")
+
+    clock = time.monotonic()
+    ui_port, events = free_port(), tmp_path / "settle-events"
+    settle = [str(BABELQ), "settle", "--broker", REDIS, "--queue", queue, "--ledger", ledger_url,
+              "--checkpoint", str(tmp_path / "checkpoint"), "--batch", str(BATCH), "--retry-delay-ms", "200",
+              "--timeout", "240", "--master", spark_cluster.master_url, *QUICK_JIT]
+    settling = subprocess.Popen(
+        [*settle, *event_log_conf(events),  # and the driver's REST API, to see which executor is busy
+         "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(bare),
+    )
+    try:
+        watch = _watch_and_kill(spark_cluster, settling, ui=f"http://127.0.0.1:{ui_port}", schema=schema,
+                                expected=bulk.expected_posted, within=270)
+        stdout, stderr = settling.communicate(timeout=60)
+    finally:
+        if settling.poll() is None:
+            settling.kill()
+            settling.communicate()
+    took["settle"] = time.monotonic() - clock
+    story = "\n".join([*watch.log, stdout, stderr[-3000:]])
+    outcome = [line for line in stdout.splitlines() if " messages in " in line]
+    assert settling.returncode == 0 and outcome and outcome[0].endswith(" drained"), story
+    assert watch.killed, f"no executor was killed while settle ran (too fast?)\n{story}"
+    assert watch.after_kill, f"no executor replaced the killed one\n{story}"
+
+    assert _outbox_pending(ledger_url) == 0, story  # the same run published what the kill left
+
+    # each valid payment exactly once; nothing left on the queue
+    with psycopg.connect(POSTGRES) as conn:
+        row = conn.execute(f"SELECT count(*), count(DISTINCT payment_reference) FROM {schema}.ledger_entries")
+        entries, references = row.fetchone() or (0, 0)
+    assert (entries, references) == (bulk.expected_posted, bulk.expected_posted), story
+    assert transport.size(queue) == 0 and transport.reserved(queue) == 0
+
+    # the DLQ: what the generator and the poison predict, each message once
+    dlq = triage(transport, dlq_name(queue))
+    by_cause: dict[str, int] = {}
+    for (reason, cause, *_), n in dlq.messages.items():
+        by_cause[cause or reason] = by_cause.get(cause or reason, 0) + n
+    dead_payments = sum(n for c, n in by_cause.items() if c not in ("poison", "unsupported"))
+    assert by_cause.get("expired", 0) == bulk.defects["expired"], dlq.table()
+    assert by_cause.get("max_attempts", 0) == bulk.defects["closed_account"], dlq.table()
+    assert by_cause.get("poison", 0) + by_cause.get("unsupported", 0) == POISON, dlq.table()
+    assert dead_payments == bulk.defects["expired"] + bulk.defects["closed_account"], dlq.table()
+    assert dlq.distinct_ids == dead_payments, dlq.table()  # poison bodies carry no meta.id
+    # (dlq.total may exceed dlq.distinct_messages only if the kill cut a publish before its mark)
+    # the demo's reconciliation: rows in = rejected at ingest + posted + dead-lettered
+    assert (ROWS - published) + entries + dead_payments == ROWS, dlq.table()
+
+    # the kill hit a running task, Spark retried it, and the application got a new executor; the
+    # only other failures allowed: tasks of the next stage missing the shuffle output lost with it
+    failed = _failed_tasks(events)
+    lost = [r for r in failed if r.get("Reason") == "ExecutorLostFailure"]
+    assert lost, (failed, story)
+    assert {r.get("Executor ID") for r in lost} == {watch.killed_executor}, (failed, story)
+    assert {r.get("Reason") for r in failed} <= {"ExecutorLostFailure", "FetchFailed"}, (failed, story)
+    log = read_event_log(events)
+    assert len(log.executors) >= 3, story
+    assert log.master == spark_cluster.master_url and "driver" not in log.task_executors, story
+    # the executors' Python lacks babelq: they ran the package get_session shipped (in their cwd)
+    assert [p for w in spark_cluster.work_dirs for p in (w / log.app_id).glob("*/babelq-*.zip")], story
+
+    # broker reads in at least two executor JVMs of this application, adding up to what settle counted
+    readers = _readers(stdout)
+    messages = int(outcome[0].split(" messages in ", 1)[0])
+    assert len(readers) >= 2, story
+    assert sum(readers.values()) == messages, story
+    assert set(readers) <= set(watch.executors), (readers, watch.executors, story)
+    assert watch.killed in readers or set(readers) & set(watch.after_kill), story
+    with pytest.raises(ValueError, match="not an executor"):  # the fixture's kill is for executors only
+        spark_cluster.kill_executor(os.getpid())
+    print(f"\n[cluster settle kill] ingest {took['ingest']:.1f} s, settle {took['settle']:.1f} s; "
+          + "; ".join(watch.log) + f"; readers {readers}; killed pid {watch.killed} read "
+          f"{readers.get(watch.killed, 0)}", file=sys.stderr)
