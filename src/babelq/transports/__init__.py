@@ -3,7 +3,8 @@
 >>> from babelq.transports import open_transport
 >>> t = open_transport("memory://")
 
-Schemes: ``memory://``, ``sqlite:///path/queue.db``, ``redis://``, ``amqp://``, ``sqs://``.
+Schemes: ``memory://``, ``sqlite:///path/queue.db``, ``redis://``, ``amqp://``, ``sqs://``,
+``kafka://``, ``sb://`` (Azure Service Bus), ``pulsar://`` and ``artemis://`` (AMQP 1.0).
 Each transport module imports its broker client lazily, so ``import babelq.transports``
 pulls in no client library.
 """
@@ -27,6 +28,22 @@ _REGISTRY: dict[str, str] = {
     "amqp": "babelq.transports.amqp:AMQPTransport",
     "amqps": "babelq.transports.amqp:AMQPTransport",
     "sqs": "babelq.transports.sqs:SQSTransport",
+    "kafka": "babelq.transports.kafka:KafkaTransport",
+    "sb": "babelq.transports.servicebus:ServiceBusTransport",
+    "servicebus": "babelq.transports.servicebus:ServiceBusTransport",
+    "pulsar": "babelq.transports.pulsar:PulsarTransport",
+    "pulsar+ssl": "babelq.transports.pulsar:PulsarTransport",
+    "artemis": "babelq.transports.artemis:ArtemisTransport",
+    "artemis+ssl": "babelq.transports.artemis:ArtemisTransport",
+}
+
+#: scheme -> the optional extra that installs its client (schemes not listed: the extra of that name)
+_EXTRAS: dict[str, str] = {
+    "rediss": "redis",
+    "amqps": "amqp",
+    "sb": "servicebus",
+    "pulsar+ssl": "pulsar",
+    "artemis+ssl": "artemis",
 }
 
 
@@ -43,7 +60,7 @@ def transport_class(url: str) -> type[Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"rediss": "redis", "amqps": "amqp"}.get(scheme, scheme)
+        extra = _EXTRAS.get(scheme, scheme)
         raise ConfigurationError(
             f"url: the {scheme!r} transport needs an optional dependency: "
             f"pip install 'babelq[{extra}]' ({exc})"
