@@ -39,6 +39,8 @@ function below applies the rule, so nothing can build a key for a refused name.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -181,3 +183,106 @@ def split_member(value: bytes) -> tuple[str, bytes]:
 def reconcile_attempts(body_attempts: int) -> int:
     """A Redis consumer's attempts: the body's (a list has no delivery counter of its own)."""
     return body_attempts
+
+
+# -- header frames (the babelqueue SDK's out-of-band headers on Redis) ---------------------------
+#
+# A Redis list element has no metadata slot, so the ``babelqueue`` SDK carries out-of-band headers
+# (a W3C ``traceparent``...) by storing, instead of the bare envelope, a small JSON object whose
+# reserved member ``__bq_frame`` says "this is a transport frame, the envelope is in ``body``".
+# An envelope never has that member, so its presence is the whole test: no structural guessing.
+# Only the default layout carries frames; the Laravel-compatible layout must store the bare
+# envelope (its reserve script decodes the job to bump ``attempts``).
+
+#: the reserved member that marks a header frame, and the frame version written
+FRAME_KEY: Final = "__bq_frame"
+FRAME_VERSION: Final = 1
+_FRAME_MARK: Final = b'"' + FRAME_KEY.encode("ascii") + b'"'
+
+
+def clean_headers(headers: Mapping[str, object] | None) -> dict[str, str]:
+    """``headers`` as strings, without blank keys or blank/None values (what a frame carries)."""
+    out: dict[str, str] = {}
+    for key, value in (headers or {}).items():
+        if key and value is not None and value != "":
+            out[str(key)] = str(value)
+    return out
+
+
+def frame(body: bytes, headers: Mapping[str, object] | None) -> bytes:
+    """The list element for ``body`` published with ``headers``.
+
+    No usable header: the body itself (byte-identical to a plain publish). Otherwise the frame
+    ``{"__bq_frame":1,"headers":{...},"body":"<envelope text>"}``, compact JSON with non-ASCII
+    kept as UTF-8, which is what the ``babelqueue`` SDK writes for the same input. The envelope
+    rides as a JSON string, so it must be UTF-8 text (ValueError otherwise).
+    """
+    clean = clean_headers(headers)
+    if not clean:
+        return bytes(body)
+    try:
+        text = bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError("headers: a body that is not UTF-8 text cannot ride in a header frame") from exc
+    doc = {FRAME_KEY: FRAME_VERSION, "headers": clean, "body": text}
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def unframe(value: bytes) -> tuple[bytes, dict[str, str]]:
+    """``(envelope bytes, headers)`` of a stored list element.
+
+    A JSON object with a truthy ``__bq_frame`` and a string ``body`` is a frame: its body (UTF-8)
+    and its cleaned headers. Anything else is returned unchanged with no headers, so a bare
+    envelope (or a poison body) is exactly what was stored. A cheap byte check skips the JSON
+    parse for every element that cannot be a frame.
+    """
+    if not value.startswith(b"{") or _FRAME_MARK not in value:
+        return value, {}
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value, {}
+    if not isinstance(doc, dict) or not doc.get(FRAME_KEY) or not isinstance(doc.get("body"), str):
+        return value, {}
+    headers = doc.get("headers")
+    return doc["body"].encode("utf-8", "surrogatepass"), clean_headers(
+        headers if isinstance(headers, dict) else None
+    )
+
+
+# -- the Laravel-compatible layout (the babelqueue SDK's ``laravel_compat`` / ``?laravel=1``) ----
+#
+# ==================================  ===================================================
+# ``<prefix><queue>``                 list: ready jobs (prefix defaults to ``queues:``)
+# ``<prefix><queue>:reserved``        sorted set: member = the job with ``attempts`` + 1
+#                                     (as reserved), score = reservation deadline (s)
+# ``<prefix><queue>:delayed``         sorted set: member = the job, score = due time (s)
+# ``<prefix><queue>:notify``          list: one token per job made ready (a wake-up hint)
+# ==================================  ===================================================
+#
+# Members are the bare jobs (no token), as in Laravel: two identical jobs delayed or in flight
+# at once are one member. Envelopes carry a unique ``meta.id``, so real messages never collide.
+
+#: the babelqueue SDK's (and Laravel's) default key prefix of this layout
+LARAVEL_PREFIX: Final = "queues:"
+
+
+@dataclass(frozen=True, slots=True)
+class LaravelKeys:
+    """Every key of one queue in the Laravel-compatible layout."""
+
+    ready: str
+    reserved: str
+    delayed: str
+    notify: str
+
+    def all(self) -> tuple[str, ...]:
+        return (self.ready, self.reserved, self.delayed, self.notify)
+
+
+def laravel_keys(queue: str, prefix: str = LARAVEL_PREFIX) -> LaravelKeys:
+    """The Laravel-layout keys of ``queue`` (same queue-name rule as the default layout)."""
+    base = f"{prefix}{check_queue(queue)}"
+    return LaravelKeys(
+        ready=base, reserved=base + ":reserved", delayed=base + DELAYED_SUFFIX, notify=base + ":notify"
+    )

@@ -57,12 +57,12 @@ import logging
 import secrets
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, keys_for, member, reads_key
+from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
 from babelq.envelope import Envelope
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
@@ -71,6 +71,8 @@ from babelq.urls import redact, redact_text
 if TYPE_CHECKING:
     from redis import Redis
     from redis.commands.core import Script
+
+    from babelq.transports.redis_laravel import RedisLaravelTransport
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +173,11 @@ end
 return #held
 """
 
-# KEYS: processing, deadlines, deliveries, target list, delayed set of the target
-# ARGV: reservation member, mode (release|replace), body to put, delay (s), new token
+# KEYS: processing, deadlines, deliveries, target list, delayed set of the target,
+#       processing list of the target, deadline set of the target
+# ARGV: reservation member, mode (release|replace), body to put, delay (s), new token,
+#       where a delayed body waits (own: the delayed set; lease: parked as a reservation of the
+#       target whose deadline is the due time, which either SDK's sweep brings back)
 # release keeps the delivery count; replace (retry, dead-letter) forgets it.
 _SETTLE = f"""
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
@@ -183,7 +188,12 @@ local delay = tonumber(ARGV[4])
 if delay > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  redis.call('ZADD', KEYS[5], now + delay, ARGV[5] .. ':' .. ARGV[3])
+  if ARGV[6] == 'lease' then
+    redis.call('RPUSH', KEYS[6], ARGV[3])
+    redis.call('ZADD', KEYS[7], now + delay, ARGV[5] .. ':' .. ARGV[3])
+  else
+    redis.call('ZADD', KEYS[5], now + delay, ARGV[5] .. ':' .. ARGV[3])
+  end
 else
   redis.call('RPUSH', KEYS[4], ARGV[3])
 end
@@ -215,6 +225,22 @@ for i = 1, #ARGV, 2 do
   args[#args + 1] = ARGV[i + 1]
 end
 return redis.call('ZADD', KEYS[1], unpack(args))
+"""
+
+# delays=lease: a delayed body is parked as a reservation due when the delay ends (the body in
+# the processing list, its member in the deadline set), so any consumer's sweep -- ours or the
+# babelqueue SDK's default layout, which has no delayed set -- makes it ready when due.
+# KEYS: processing, deadlines   ARGV: delay (s), member, delay, member, ...
+_PARK = f"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local args = {{}}
+for i = 1, #ARGV, 2 do
+  args[#args + 1] = now + tonumber(ARGV[i])
+  args[#args + 1] = ARGV[i + 1]
+  redis.call('RPUSH', KEYS[1], string.sub(ARGV[i + 1], {_BODY_AT}))
+end
+return redis.call('ZADD', KEYS[2], unpack(args))
 """
 
 # The first half of _RESERVE (promote due delayed bodies, sweep lapsed reservations back to the
@@ -405,7 +431,23 @@ _OPTIONS: dict[str, type] = {
     "visibility_timeout": float,
     "poll_interval": float,
     "sweep_limit": int,
+    "delays": str,
 }
+
+#: Where the default layout keeps a delayed body (the ``delays`` option; see docs/transports-redis.md)
+DELAY_MODES = ("own", "lease", "ready")
+
+#: URL options that select the Laravel-compatible layout (the babelqueue SDK's spellings)
+_LARAVEL_OPTIONS = ("laravel", "laravel_compat")
+
+
+def _flag(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"url: option {key!r}: {raw!r} is not a valid flag (use 1 or 0)")
 
 
 def _token() -> str:
@@ -421,6 +463,27 @@ class _Receipt:
     """The settle handle of one reservation: its deadline member ``<token>:<body>``."""
 
     member: bytes
+
+
+def _stored(held: bytes) -> bytes:
+    """The list element a reservation member ``<token>:<element>`` holds."""
+    return held[_BODY_AT - 1 :]
+
+
+def _reframed(body: bytes, delivery: Delivery) -> bytes:
+    """``body`` in a header frame carrying ``delivery``'s headers (none: the body itself); a body
+    that cannot ride in a frame (not UTF-8) is stored bare rather than failing a settle."""
+    try:
+        return frame(body, delivery.headers)
+    except ValueError:
+        return bytes(body)
+
+
+def _delivery(queue: str, held: bytes, count: int) -> Delivery:
+    """The delivery of reservation member ``held``: a header frame's envelope and headers, or
+    the element itself. The receipt keeps the member, so settling matches the stored bytes."""
+    body, headers = unframe(_stored(held))
+    return Delivery(body=body, queue=queue, receipt=_Receipt(held), delivery_count=count, headers=headers)
 
 
 def _reopen(url: str, options: dict[str, Any]) -> RedisTransport:
@@ -506,7 +569,10 @@ class RedisTransport(BaseTransport):
         visibility_timeout: float = 30.0,
         poll_interval: float = 0.5,
         sweep_limit: int = 1000,
+        delays: str = "own",
     ) -> None:
+        if delays not in DELAY_MODES:
+            raise ConfigurationError(f"delays: must be one of {', '.join(DELAY_MODES)}, got {delays!r}")
         if visibility_timeout <= 0:
             raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
         if poll_interval <= 0:
@@ -518,6 +584,7 @@ class RedisTransport(BaseTransport):
         self.visibility_timeout = float(visibility_timeout)
         self.poll_interval = float(poll_interval)
         self.sweep_limit = int(sweep_limit)
+        self.delays = delays
         self._owns_client = client is None
         if client is None:
             try:
@@ -537,6 +604,7 @@ class RedisTransport(BaseTransport):
         self._ack_script: Script = client.register_script(_ACK)
         self._settle_script: Script = client.register_script(_SETTLE)
         self._delayed_script: Script = client.register_script(_PUBLISH_DELAYED)
+        self._park_script: Script = client.register_script(_PARK)
         self._renew_script: Script = client.register_script(_RENEW)
         self._reserve_tagged_script: Script = client.register_script(_RESERVE_TAGGED)
         self._renew_tagged_script: Script = client.register_script(_RENEW_TAGGED)
@@ -584,11 +652,23 @@ class RedisTransport(BaseTransport):
         return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> RedisTransport:
-        """Our options are taken out of the query; the rest of the URL goes to redis-py."""
+    def from_url(cls, url: str, **options: Any) -> RedisTransport | RedisLaravelTransport:
+        """Our options are taken out of the query; the rest of the URL goes to redis-py.
+
+        ``laravel=1`` (or ``laravel_compat=1``, the babelqueue SDK's spellings) opens the
+        Laravel-compatible layout instead (:mod:`babelq.transports.redis_laravel`).
+        """
         parts = urlsplit(url)
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        laravel = any(_flag(key, raw) for key, raw in pairs if key in _LARAVEL_OPTIONS)
+        if laravel:
+            from babelq.transports.redis_laravel import RedisLaravelTransport
+
+            return RedisLaravelTransport.from_url(url, **options)
         passthrough: list[tuple[str, str]] = []
-        for key, raw in parse_qsl(parts.query, keep_blank_values=True):
+        for key, raw in pairs:
+            if key in _LARAVEL_OPTIONS:
+                continue
             convert = _OPTIONS.get(key)
             if convert is None:
                 passthrough.append((key, raw))
@@ -610,6 +690,7 @@ class RedisTransport(BaseTransport):
             "visibility_timeout": self.visibility_timeout,
             "poll_interval": self.poll_interval,
             "sweep_limit": self.sweep_limit,
+            "delays": self.delays,
         }
         return (_reopen, (self.url, options))
 
@@ -632,16 +713,34 @@ class RedisTransport(BaseTransport):
 
     # -- publish -------------------------------------------------------------------------
 
+    def _delay_ms(self, delay_ms: int) -> int:
+        """The delay actually applied: none with ``delays=ready`` (see the module docstring)."""
+        return 0 if self.delays == "ready" else delay_ms
+
     @_driver_errors("publish")
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
+        """``headers`` (Redis only): stored beside the envelope in a header frame, as the
+        babelqueue SDK's ``publish_with_headers`` does; consumers see them on ``Delivery.headers``."""
         self._check_open()
         keys = self.keys(queue)
-        if delay_ms > 0:
-            self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), body)])
+        value = frame(body, headers)
+        delay_ms = self._delay_ms(delay_ms)
+        if delay_ms <= 0:
+            self._redis.rpush(keys.ready, value)
+        elif self.delays == "lease":
+            self._park_script(
+                keys=[keys.processing, keys.deadlines], args=[_seconds(delay_ms), member(_token(), value)]
+            )
         else:
-            self._redis.rpush(keys.ready, bytes(body))
+            self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), value)])
 
     @_driver_errors("publish_many")
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
@@ -649,18 +748,20 @@ class RedisTransport(BaseTransport):
         keys = self.keys(queue)  # checks the name even for an empty batch
         if not messages:
             return
-        now = [bytes(m.body) for m in messages if m.delay_ms <= 0]
+        now = [bytes(m.body) for m in messages if self._delay_ms(m.delay_ms) <= 0]
         later: list[str | bytes] = []
         for m in messages:
-            if m.delay_ms > 0:
+            if self._delay_ms(m.delay_ms) > 0:
                 later += [_seconds(m.delay_ms), member(_token(), m.body)]
         pipe = self._redis.pipeline(transaction=True)
         for start in range(0, len(now), _RPUSH_CHUNK):
             pipe.rpush(keys.ready, *now[start : start + _RPUSH_CHUNK])
         for start in range(0, len(later), 2 * _SCRIPT_BATCH):
-            self._delayed_script(
-                keys=[keys.delayed], args=later[start : start + 2 * _SCRIPT_BATCH], client=pipe
-            )
+            chunk = later[start : start + 2 * _SCRIPT_BATCH]
+            if self.delays == "lease":
+                self._park_script(keys=[keys.processing, keys.deadlines], args=chunk, client=pipe)
+            else:
+                self._delayed_script(keys=[keys.delayed], args=chunk, client=pipe)
         pipe.execute()
 
     # -- reserve -------------------------------------------------------------------------
@@ -679,12 +780,7 @@ class RedisTransport(BaseTransport):
             ],
         )
         out = [
-            Delivery(
-                body=body,
-                queue=queue,
-                receipt=_Receipt(f"{prefix}{i:08x}".encode("ascii") + b":" + body),
-                delivery_count=int(count),
-            )
+            _delivery(queue, f"{prefix}{i:08x}".encode("ascii") + b":" + body, int(count))
             for i, (body, count) in enumerate(zip(bodies, counts, strict=True), start=1)
         ]
         return out, int(wait_ms)
@@ -766,8 +862,18 @@ class RedisTransport(BaseTransport):
         self._check_open()
         keys, target_keys = self.keys(delivery.queue), self.keys(target)
         held = self._settle_script(
-            keys=[keys.processing, keys.deadlines, keys.deliveries, target_keys.ready, target_keys.delayed],
-            args=[self._member(delivery), mode, body, _seconds(delay_ms), _token()],
+            keys=[
+                keys.processing,
+                keys.deadlines,
+                keys.deliveries,
+                target_keys.ready,
+                target_keys.delayed,
+                target_keys.processing,
+                target_keys.deadlines,
+            ],
+            args=[
+                self._member(delivery), mode, body, _seconds(self._delay_ms(delay_ms)), _token(), self.delays,
+            ],
         )
         if int(held) != 1:
             self._lost(delivery, action)
@@ -777,7 +883,7 @@ class RedisTransport(BaseTransport):
         self._settle(
             delivery,
             mode="release",
-            body=delivery.body,
+            body=_stored(self._member(delivery)),  # a header frame goes back as it was
             target=delivery.queue,
             delay_ms=delay_ms,
             action="release",
@@ -792,9 +898,13 @@ class RedisTransport(BaseTransport):
         pipe = self._redis.pipeline(transaction=False)
         for delivery in deliveries:
             keys = self.keys(delivery.queue)
+            held_member = self._member(delivery)
             self._settle_script(
-                keys=[keys.processing, keys.deadlines, keys.deliveries, keys.ready, keys.delayed],
-                args=[self._member(delivery), "release", delivery.body, _seconds(0), _token()],
+                keys=[
+                    keys.processing, keys.deadlines, keys.deliveries, keys.ready, keys.delayed,
+                    keys.processing, keys.deadlines,
+                ],
+                args=[held_member, "release", _stored(held_member), _seconds(0), _token(), self.delays],
                 client=pipe,
             )
         for delivery, held in zip(deliveries, pipe.execute(), strict=True):
@@ -824,7 +934,7 @@ class RedisTransport(BaseTransport):
         self._settle(
             delivery,
             mode="replace",
-            body=bytes(body),
+            body=_reframed(body, delivery),  # the headers ride along, as babelqueue's do
             target=delivery.queue,
             delay_ms=delay_ms,
             action="retry",
@@ -832,7 +942,10 @@ class RedisTransport(BaseTransport):
 
     @_driver_errors("dead_letter")
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
-        self._settle(delivery, mode="replace", body=bytes(body), target=dlq, delay_ms=0, action="dead_letter")
+        self._settle(
+            delivery, mode="replace", body=_reframed(body, delivery), target=dlq, delay_ms=0,
+            action="dead_letter",
+        )
 
     # -- tagged reservations -----------------------------------------------------------------
 
@@ -859,10 +972,7 @@ class RedisTransport(BaseTransport):
                 self._record_ttl,
             ],
         )
-        return [
-            Delivery(body=m[_BODY_AT - 1 :], queue=queue, receipt=_Receipt(m), delivery_count=int(n))
-            for m, n in zip(members, counts, strict=True)
-        ]
+        return [_delivery(queue, m, int(n)) for m, n in zip(members, counts, strict=True)]
 
     @_driver_errors("renew_tagged")
     def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:

@@ -1,0 +1,577 @@
+"""The Redis transport in the Laravel-compatible layout (``redis://host:6379/0?laravel=1``).
+
+Why a second layout: the ``babelqueue`` SDK (and Laravel's own Redis queue) can keep a queue as
+a ``queues:<name>`` ready list with ``:reserved`` and ``:delayed`` sorted sets and a ``:notify``
+wake-up list. In that layout both SDKs read and write the same delayed set, so a retry in
+backoff or a delayed publish by either side is promoted by whichever consumer comes next:
+the layout a mixed fleet wants when it needs delays. The default layout
+(:mod:`babelq.transports.redis`) is untouched by this module; the scheme's ``from_url``
+hands a URL with ``laravel=1`` (or ``laravel_compat=1``) here.
+
+Semantics, chosen to be the same as the babelqueue SDK's (keys in
+:func:`babelq.bindings.redis.laravel_keys`):
+
+* publish: ``RPUSH`` the bare envelope and one ``:notify`` token (one script). A delay adds the
+  body to ``:delayed`` scored by its due time instead (no token, as Laravel does).
+* reserve (one script): move due ``:delayed`` members, then ``:reserved`` members whose deadline
+  passed, to the end of the ready list (one token each); then pop up to N jobs. Each popped job
+  whose JSON decodes to an object with a numeric ``attempts`` is reserved as that object with
+  ``attempts + 1`` (re-encoded by Lua's cjson: Laravel's pop); any other job is reserved as it
+  is. The delivery's body is the job as popped (attempts before this delivery, every byte as
+  published); the reserved member is only the receipt. So a reservation that lapses (a crashed
+  worker) comes back as the bumped member: a recovery counts as an attempt, as in Laravel.
+* ack: ``ZREM`` the member. release / retry: one gated script moves the member from
+  ``:reserved`` to ``:delayed`` (due now + delay; release keeps the bytes, retry puts the new
+  body). dead-letter: one gated script moves it to the ready list of ``<queue>.dlq`` (plus a
+  token). "Gated": nothing is written when the member is no longer reserved.
+* renew: re-score the member while it is still reserved.
+
+Differences from the babelqueue SDK, all on the safe side: scores are epoch seconds with a
+fraction (Redis ``TIME``), so a delay is never cut short by rounding to whole seconds (both
+SDKs compare scores numerically); release and retry are gated like dead-letter; ``retry_after
+= null`` (reservations that never lapse) is refused. Limits of the layout itself, as in
+Laravel: members are the jobs themselves, so two byte-identical jobs delayed or reserved at the
+same time share one member (real envelopes differ by ``meta.id``), and a job without a numeric
+``attempts`` keeps the same member when it is reserved again, so a late ack of such a body can
+settle its newer reservation. Header frames are not written here (the reserve script must
+decode the job; the babelqueue SDK drops the headers in this layout too) but a frame found on
+the list is read like in the default layout. No tagged reservations (``tagged_reservations`` is
+False): the Spark streaming reader needs the default layout. No delivery count.
+
+Options (keywords or URL query): ``prefix`` (default ``queues:``), ``visibility_timeout``
+(seconds, default 90 like the babelqueue SDK's ``retry_after``; ``retry_after`` is accepted in
+the URL as its other name), ``poll_interval``, ``sweep_limit``, as in the default layout. Errors
+are the default layout's (one line, password redacted, ``UnavailableError`` for a broker fault).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from babelq.bindings.redis import LARAVEL_PREFIX, LaravelKeys, laravel_keys, unframe
+from babelq.envelope import Envelope
+from babelq.errors import ConfigurationError
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.redis import CONNECT_TIMEOUT, _flag, _translated
+from babelq.urls import redact, redact_text
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from redis.commands.core import Script
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_SCRIPT_BATCH = 1000  # Lua's unpack() takes at most ~8000 values
+_RPUSH_CHUNK = 5000
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# KEYS: ready, notify   ARGV: jobs -> the ready list's length
+_PUSH = """
+redis.call('RPUSH', KEYS[1], unpack(ARGV))
+local tokens = {}
+for i = 1, #ARGV do tokens[i] = 1 end
+redis.call('RPUSH', KEYS[2], unpack(tokens))
+return #ARGV
+"""
+
+# KEYS: delayed   ARGV: delay (s), job, delay, job, ...
+_PUSH_DELAYED = _NOW + """
+local args = {}
+for i = 1, #ARGV, 2 do
+  args[#args + 1] = now + tonumber(ARGV[i])
+  args[#args + 1] = ARGV[i + 1]
+end
+return redis.call('ZADD', KEYS[1], unpack(args))
+"""
+
+# KEYS: ready, reserved, delayed, notify   ARGV: max jobs, visibility timeout (s), sweep limit
+# -> {jobs as popped, reserved members, ms until the next due/lapse or -1 (only when empty)}
+_RESERVE = _NOW + """
+local limit = tonumber(ARGV[3])
+for _, key in ipairs({KEYS[3], KEYS[2]}) do
+  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, limit)
+  if #due > 0 then
+    redis.call('ZREM', key, unpack(due))
+    redis.call('RPUSH', KEYS[1], unpack(due))
+    local tokens = {}
+    for i = 1, #due do tokens[i] = 1 end
+    redis.call('RPUSH', KEYS[4], unpack(tokens))
+  end
+end
+local deadline = now + tonumber(ARGV[2])
+local jobs = {}
+local members = {}
+for i = 1, tonumber(ARGV[1]) do
+  local job = redis.call('LPOP', KEYS[1])
+  if not job then break end
+  local reserved = job
+  local ok, decoded = pcall(cjson.decode, job)
+  if ok and type(decoded) == 'table' and type(decoded['attempts']) == 'number' then
+    decoded['attempts'] = decoded['attempts'] + 1
+    local encoded_ok, encoded = pcall(cjson.encode, decoded)
+    if encoded_ok then reserved = encoded end
+  end
+  redis.call('ZADD', KEYS[2], deadline, reserved)
+  redis.call('LPOP', KEYS[4])
+  jobs[i] = job
+  members[i] = reserved
+end
+if #jobs > 0 then return {jobs, members, 0} end
+local wait = -1
+for _, key in ipairs({KEYS[2], KEYS[3]}) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    local ms = math.max(math.floor((tonumber(first[2]) - now) * 1000), 0)
+    if wait < 0 or ms < wait then wait = ms end
+  end
+end
+return {{}, {}, wait}
+"""
+
+# KEYS: reserved, target delayed, target ready, target notify
+# ARGV: reserved member, body to put, delay (s), where (delayed|ready) -> 1 settled, 0 not held
+_SETTLE = _NOW + """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+if ARGV[4] == 'ready' then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('RPUSH', KEYS[4], 1)
+else
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[2])
+end
+return 1
+"""
+
+# KEYS: reserved   ARGV: visibility timeout (s), members -> how many were still reserved
+_RENEW = _NOW + """
+local deadline = now + tonumber(ARGV[1])
+local held = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], 'XX', deadline, ARGV[i])
+    held = held + 1
+  end
+end
+return held
+"""
+
+_OPTIONS: dict[str, type] = {
+    "prefix": str,
+    "visibility_timeout": float,
+    "poll_interval": float,
+    "sweep_limit": int,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reserved:
+    """The settle handle of one reservation: its member in ``:reserved`` and the job as popped
+    (what a release puts back, a header frame included)."""
+
+    member: bytes
+    job: bytes
+
+
+def _seconds(delay_ms: int) -> str:
+    return repr(max(int(delay_ms), 0) / 1000)
+
+
+def _reopen(url: str, options: dict[str, Any]) -> RedisLaravelTransport:
+    return RedisLaravelTransport(url, **options)
+
+
+def _driver_errors(
+    action: str,
+) -> Callable[
+    [Callable[Concatenate[RedisLaravelTransport, P], R]], Callable[Concatenate[RedisLaravelTransport, P], R]
+]:
+    """Decorate a method so redis-py's errors leave it as babelq's (the default layout's rules)."""
+
+    def decorate(
+        method: Callable[Concatenate[RedisLaravelTransport, P], R],
+    ) -> Callable[Concatenate[RedisLaravelTransport, P], R]:
+        @functools.wraps(method)
+        def guarded(self: RedisLaravelTransport, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                mapped = _translated(exc, action, self.where)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        return guarded
+
+    return decorate
+
+
+class RedisLaravelTransport(BaseTransport):
+    """Queues in the Laravel-compatible Redis layout shared with the babelqueue SDK; thread-safe."""
+
+    scheme = "redis"
+    tagged_reservations = False
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        client: Redis[bytes] | None = None,
+        prefix: str = LARAVEL_PREFIX,
+        visibility_timeout: float = 90.0,
+        poll_interval: float = 0.5,
+        sweep_limit: int = 1000,
+    ) -> None:
+        if visibility_timeout <= 0:
+            raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
+        if poll_interval <= 0:
+            raise ConfigurationError(f"poll_interval: must be > 0 seconds, got {poll_interval!r}")
+        if not 1 <= sweep_limit <= _SCRIPT_BATCH * 4:
+            raise ConfigurationError(f"sweep_limit: must be in 1..{_SCRIPT_BATCH * 4}, got {sweep_limit!r}")
+        self.url = url
+        self.prefix = prefix
+        self.visibility_timeout = float(visibility_timeout)
+        self.poll_interval = float(poll_interval)
+        self.sweep_limit = int(sweep_limit)
+        self._owns_client = client is None
+        if client is None:
+            try:
+                import redis
+            except ImportError as exc:  # pragma: no cover - depends on the installation
+                raise ConfigurationError(
+                    "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
+                ) from exc
+            try:
+                client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+            except ValueError as exc:
+                detail = " ".join(redact_text(str(exc)).split())
+                raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
+        self._redis: Redis[bytes] = client
+        self._push_script: Script = client.register_script(_PUSH)
+        self._delayed_script: Script = client.register_script(_PUSH_DELAYED)
+        self._reserve_script: Script = client.register_script(_RESERVE)
+        self._settle_script: Script = client.register_script(_SETTLE)
+        self._renew_script: Script = client.register_script(_RENEW)
+        self._keys: dict[str, LaravelKeys] = {}
+        self._closed = False
+        if self._owns_client:
+            try:
+                self._redis.ping()
+            except Exception as exc:
+                mapped = _translated(exc, "open", self.where)
+                self._redis.close()
+                self._closed = True
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+    @property
+    def client(self) -> Redis[bytes]:
+        """The redis-py client this transport talks through."""
+        return self._redis
+
+    @property
+    def where(self) -> str:
+        """The Redis this transport talks to, as shown in errors (password redacted)."""
+        if self._owns_client:
+            return redact(self.url)
+        options = self._redis.connection_pool.connection_kwargs
+        if options.get("path"):
+            return f"unix://{options['path']}"
+        return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisLaravelTransport:
+        """Our options (and ``laravel``/``laravel_compat``) are taken out of the query; the rest
+        goes to redis-py. ``retry_after`` is the babelqueue SDK's name for ``visibility_timeout``."""
+        parts = urlsplit(url)
+        passthrough: list[tuple[str, str]] = []
+        for given, raw in parse_qsl(parts.query, keep_blank_values=True):
+            key = given
+            if key in ("laravel", "laravel_compat"):
+                _flag(key, raw)
+                continue
+            if key == "delays":
+                raise ConfigurationError(
+                    "url: option 'delays' is for the default layout; the Laravel layout always keeps "
+                    "delayed messages in <queue>:delayed, shared with the babelqueue SDK"
+                )
+            if key == "retry_after":
+                if raw.strip().lower() in ("null", "none"):
+                    raise ConfigurationError(
+                        "url: option 'retry_after': null (reservations that never lapse) is not "
+                        "supported by babelq; give a number of seconds"
+                    )
+                key = "visibility_timeout"
+            convert = _OPTIONS.get(key)
+            if convert is None:
+                passthrough.append((key, raw))
+                continue
+            try:
+                options.setdefault(key, convert(raw))
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"url: option {key!r}: {raw!r} is not a valid {convert.__name__}"
+                ) from exc
+        client_url = urlunsplit(parts._replace(query=urlencode(passthrough)))
+        return cls(client_url, **options)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self._owns_client:
+            raise TypeError(
+                "a RedisLaravelTransport built around a given client cannot be pickled; pass a URL"
+            )
+        options = {
+            "prefix": self.prefix,
+            "visibility_timeout": self.visibility_timeout,
+            "poll_interval": self.poll_interval,
+            "sweep_limit": self.sweep_limit,
+        }
+        return (_reopen, (self.url, options))
+
+    def keys(self, queue: str) -> LaravelKeys:
+        """The keys of ``queue`` (a name ending in a reserved suffix is a ConfigurationError)."""
+        found = self._keys.get(queue)
+        if found is None:
+            found = self._keys[queue] = laravel_keys(queue, self.prefix)
+        return found
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("redis transport: used after close()")
+
+    # -- publish -------------------------------------------------------------------------
+
+    @_driver_errors("publish")
+    def publish(
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """``headers`` are accepted for symmetry with the default layout and dropped: this layout
+        stores the bare envelope (the babelqueue SDK drops them here too)."""
+        self._check_open()
+        keys = self.keys(queue)
+        if delay_ms > 0:
+            self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), bytes(body)])
+        else:
+            self._push_script(keys=[keys.ready, keys.notify], args=[bytes(body)])
+
+    @_driver_errors("publish_many")
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        self._check_open()
+        keys = self.keys(queue)
+        if not messages:
+            return
+        now = [bytes(m.body) for m in messages if m.delay_ms <= 0]
+        later: list[str | bytes] = []
+        for m in messages:
+            if m.delay_ms > 0:
+                later += [_seconds(m.delay_ms), bytes(m.body)]
+        pipe = self._redis.pipeline(transaction=True)
+        for start in range(0, len(now), _RPUSH_CHUNK):
+            chunk = now[start : start + _RPUSH_CHUNK]
+            self._push_script(keys=[keys.ready, keys.notify], args=chunk, client=pipe)
+        for start in range(0, len(later), 2 * _SCRIPT_BATCH):
+            pairs = later[start : start + 2 * _SCRIPT_BATCH]
+            self._delayed_script(keys=[keys.delayed], args=pairs, client=pipe)
+        pipe.execute()
+
+    # -- reserve -------------------------------------------------------------------------
+
+    def _claim(self, queue: str, max_messages: int) -> tuple[list[Delivery], int]:
+        keys = self.keys(queue)
+        jobs, members, wait_ms = self._reserve_script(
+            keys=list(keys.all()),
+            args=[min(max_messages, _SCRIPT_BATCH), repr(self.visibility_timeout), self.sweep_limit],
+        )
+        out: list[Delivery] = []
+        for job, held in zip(jobs, members, strict=True):
+            body, headers = unframe(job)
+            out.append(Delivery(body=body, queue=queue, receipt=_Reserved(held, job), headers=headers))
+        return out, int(wait_ms)
+
+    @_driver_errors("reserve")
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+        end = time.monotonic() + max(timeout, 0.0)
+        notify = self.keys(queue).notify
+        while True:
+            got, wait_ms = self._claim(queue, max_messages)
+            if got:
+                return got
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return []
+            block = min(remaining, self.poll_interval)
+            if wait_ms >= 0:
+                block = min(block, max(wait_ms / 1000, 0.001))
+            # Laravel's blocking pop: wait for a wake-up token (consumed: it is only a hint).
+            self._redis.blpop([notify], max(block, 0.01))
+
+    # -- settle --------------------------------------------------------------------------
+
+    @staticmethod
+    def _receipt(delivery: Delivery) -> _Reserved:
+        receipt = delivery.receipt
+        if not isinstance(receipt, _Reserved):
+            raise ValueError(f"not a reservation of the redis (laravel) transport: {receipt!r}")
+        return receipt
+
+    @classmethod
+    def _member(cls, delivery: Delivery) -> bytes:
+        return cls._receipt(delivery).member
+
+    def _lost(self, queue: str, action: str, count: int = 1) -> None:
+        log.warning(
+            "redis: %s of %d reservation(s) on %r that were no longer reserved (visibility_timeout=%ss); "
+            "they were moved back and will be delivered again",
+            action,
+            count,
+            queue,
+            self.visibility_timeout,
+        )
+
+    @_driver_errors("ack")
+    def ack(self, delivery: Delivery) -> None:
+        self._ack_many([delivery])
+
+    @_driver_errors("ack_many")
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        self._ack_many(deliveries)
+
+    def _ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        self._check_open()
+        by_queue: dict[str, dict[bytes, None]] = {}
+        for delivery in deliveries:
+            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
+        for queue, held in by_queue.items():
+            members = list(held)
+            reserved = self.keys(queue).reserved
+            done = 0
+            for start in range(0, len(members), _SCRIPT_BATCH):
+                done += int(self._redis.zrem(reserved, *members[start : start + _SCRIPT_BATCH]))
+            if done != len(members):
+                self._lost(queue, "ack", len(members) - done)
+
+    def _settle(
+        self, delivery: Delivery, body: bytes, *, target: str, delay_ms: int, where: str, action: str
+    ) -> None:
+        self._check_open()
+        keys, target_keys = self.keys(delivery.queue), self.keys(target)
+        held = self._settle_script(
+            keys=[keys.reserved, target_keys.delayed, target_keys.ready, target_keys.notify],
+            args=[self._member(delivery), bytes(body), _seconds(delay_ms), where],
+        )
+        if int(held) != 1:
+            self._lost(delivery.queue, action)
+
+    @_driver_errors("release")
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        self._settle(
+            delivery,
+            self._receipt(delivery).job,
+            target=delivery.queue,
+            delay_ms=delay_ms,
+            where="delayed",
+            action="release",
+        )
+
+    @_driver_errors("retry")
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        self._settle(
+            delivery, body, target=delivery.queue, delay_ms=delay_ms, where="delayed", action="retry"
+        )
+
+    @_driver_errors("dead_letter")
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        self._settle(delivery, body, target=dlq, delay_ms=0, where="ready", action="dead_letter")
+
+    @_driver_errors("renew_many")
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        self._check_open()
+        by_queue: dict[str, dict[bytes, None]] = {}
+        for delivery in deliveries:
+            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
+        held = 0
+        for queue, members in by_queue.items():
+            ordered = list(members)
+            for start in range(0, len(ordered), _SCRIPT_BATCH):
+                chunk = ordered[start : start + _SCRIPT_BATCH]
+                held += int(
+                    self._renew_script(
+                        keys=[self.keys(queue).reserved], args=[repr(self.visibility_timeout), *chunk]
+                    )
+                )
+        return held
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def lease_seconds(self, queue: str) -> float | None:
+        self.keys(queue)
+        return self.visibility_timeout
+
+    def _now(self) -> str:
+        seconds, micros = self._redis.time()
+        return repr(seconds + micros / 1_000_000)
+
+    @_driver_errors("size")
+    def size(self, queue: str) -> int:
+        """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
+        self._check_open()
+        keys = self.keys(queue)
+        now = self._now()
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.llen(keys.ready)
+        pipe.zcard(keys.delayed)
+        pipe.zcount(keys.reserved, "-inf", now)
+        return sum(int(n) for n in pipe.execute())
+
+    @_driver_errors("ready")
+    def ready(self, queue: str) -> int:
+        """Ready jobs + delayed ones already due + reservations whose deadline passed."""
+        self._check_open()
+        keys = self.keys(queue)
+        now = self._now()
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.llen(keys.ready)
+        pipe.zcount(keys.delayed, "-inf", now)
+        pipe.zcount(keys.reserved, "-inf", now)
+        return sum(int(n) for n in pipe.execute())
+
+    @_driver_errors("reserved")
+    def reserved(self, queue: str) -> int:
+        """Reservations whose deadline has not passed."""
+        self._check_open()
+        return int(self._redis.zcount(self.keys(queue).reserved, f"({self._now()}", "+inf"))
+
+    @_driver_errors("purge")
+    def purge(self, queue: str) -> None:
+        self._check_open()
+        self._redis.delete(*self.keys(queue).all())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._redis.close()
+
