@@ -1,0 +1,672 @@
+"""Apache Pulsar transport (``pulsar://``, ``pulsar+ssl://``) with pulsar-client.
+
+Why it looks the way it does:
+
+* **Contract.** The payload is the envelope bytes, untouched. Every send carries the SPEC
+  section 4 string properties from :mod:`babelq.bindings.pulsar` (``bq-job``, ``bq-trace-id``,
+  ``bq-message-id``, ``bq-schema-version``, ``bq-source-lang``, ``bq-attempts``), the message
+  key is ``meta.sharding_key`` when there is one, and a delayed send mirrors its delay in ms
+  on ``bq-delay`` (what the other SDKs' Pulsar publishers write). A queue is the topic
+  ``persistent://public/default/<queue>`` (the full form of the short name the ``babelqueue``
+  package passes, so both meet on one topic), read through the Shared subscription
+  ``babelqueue``; the dead-letter queue ``<queue>.dlq`` is the topic of that name.
+* **A subscription before the first message.** A topic keeps messages only for the
+  subscriptions that exist when they arrive (the default retention keeps nothing else), and a
+  consumer that creates a subscription starts at the end by default. So before the first send
+  to a topic the transport makes sure the subscription exists (a consumer with no receive
+  window, subscribed at the earliest position and closed at once: nothing is dispatched to it),
+  and its own consumers subscribe at the earliest position. Turn it off with
+  ``ensure_subscription=false`` when subscriptions are managed by the operator.
+* **At-least-once, connection-bound.** A received message stays with its consumer until it
+  is acknowledged (``ack``), negatively acknowledged (``release``: the broker redelivers it,
+  ``redelivery_count`` + 1) or the consumer goes away (crash, close: the broker hands it to
+  another consumer). There is no per-message lease to renew, so ``leased_reservations`` is
+  False; ``ack_timeout`` (the client's unacked-message timeout, at least 10 s) is an optional
+  safety net that redelivers whatever a live consumer holds longer than that, and cannot be
+  extended for a slow handler. Pulsar acknowledges by message id for the whole subscription
+  and the client reconnects a dropped consumer by itself, so a late ack can settle a message
+  that was meanwhile redelivered elsewhere: no gated settle, no tagged reservations.
+* **Attempts.** ``Delivery.attempts`` is max(body attempts, ``redelivery_count``): the count
+  is 0-based, so no -1 (SPEC section 4). ``delivery_count`` is ``redelivery_count + 1``. The
+  broker keeps the count in memory only (it is lost when the last consumer leaves or the topic
+  moves), which is why the body stays authoritative.
+* **Delays.** Native: ``deliver_after`` for ``delay_ms``, ``deliver_at`` for an envelope whose
+  ``meta.deliver_at`` is ahead (the broker holds them back on Shared subscriptions). A
+  ``release`` with a delay no longer than ``nack_delay_ms`` is a negative acknowledgement;
+  a longer one sends the same bytes and properties again with ``deliver_after`` and then
+  acknowledges the original (the redelivery count starts over; the body's attempts do not).
+* **Prefetch we can count.** The consumer feeds a local buffer through a message listener
+  (at most ``prefetch`` messages, then the listener is paused), so the transport knows which
+  dispatched messages are merely buffered here: ``size``/``ready`` count them as waiting, as
+  the AMQP transport does with its prefetch. What other consumers prefetched is invisible to
+  anybody but the broker, which counts it as unacknowledged, so ``reserved`` includes it.
+* **Counting and purging.** pulsar-client has no admin calls, so ``size``, ``ready``,
+  ``reserved`` and ``purge`` use the broker's admin REST API (``admin_url``, by default the
+  service host on port 8080, or 8443 for ``pulsar+ssl``): the subscription's ``msgBacklog``,
+  ``unackedMessages`` and ``msgDelayed`` from the topic stats, and ``skip_all``.
+* **Threads.** pulsar-client's producers and consumers are thread-safe; the transport's own
+  maps and buffers sit behind one condition variable, so a transport may be shared by threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NamedTuple
+from urllib.error import HTTPError, URLError
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.request import Request, urlopen
+
+from babelq.bindings import pulsar as binding
+from babelq.envelope import Envelope, decode
+from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.urls import redact, redact_text
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "pulsar://127.0.0.1:6650"
+#: the client refuses an unacked-message timeout below this (seconds)
+MIN_ACK_TIMEOUT = 10.0
+#: the client's negative-ack tracker never redelivers sooner than this (ms)
+MIN_NACK_DELAY_MS = 100
+_MAX_PREFETCH = 50_000
+_BOOL_OPTIONS = ("tls_allow_insecure", "tls_validate_hostname", "ensure_subscription")
+_INT_OPTIONS = ("prefetch", "nack_delay_ms", "operation_timeout")
+_FLOAT_OPTIONS = ("ack_timeout", "admin_timeout")
+_STR_OPTIONS = (
+    "tenant",
+    "namespace",
+    "subscription",
+    "admin_url",
+    "token",
+    "tls_trust_certs",
+    "tls_cert",
+    "tls_key",
+)
+_DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651}
+_ADMIN_DEFAULTS = {"pulsar": ("http", 8080), "pulsar+ssl": ("https", 8443)}
+
+
+class PulsarError(BabelqError):
+    """The broker or its admin API refused a request, or could not be reached."""
+
+
+def _flag(key: str, value: object, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigurationError(f"{key}: not a boolean: {value!r} in {where}")
+
+
+def _one_line(exc: BaseException) -> str:
+    """A client exception as one redacted line (pulsar-client messages can span lines)."""
+    text = redact_text(str(exc) or type(exc).__name__)
+    return " ".join(text.split())
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(eq=False)
+class _Feed:
+    """One queue's consumer and the messages its listener put in the local buffer."""
+
+    queue: str
+    consumer: Any = None
+    buffer: deque[Any] = field(default_factory=deque)
+    #: handed out and not settled through this transport: str(message id) -> message
+    unsettled: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
+    closed: bool = False
+
+
+class _Receipt(NamedTuple):
+    feed: _Feed
+    consumer: Any
+    message: Any
+    key: str
+
+
+class PulsarTransport(BaseTransport):
+    """Pulsar through one pulsar-client ``Client``: a producer per topic, a consumer per queue."""
+
+    scheme = "pulsar"
+    leased_reservations = False
+    tagged_reservations = False
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        client: Any = None,
+        tenant: str = "public",
+        namespace: str = "default",
+        subscription: str = binding.SUBSCRIPTION,
+        prefetch: int = 1000,
+        nack_delay_ms: int = MIN_NACK_DELAY_MS,
+        ack_timeout: float = 0.0,
+        ensure_subscription: bool = True,
+        admin_url: str | None = None,
+        admin_timeout: float = 10.0,
+        token: str | None = None,
+        tls_trust_certs: str | None = None,
+        tls_allow_insecure: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        operation_timeout: int = 30,
+    ) -> None:
+        where = redact(url)
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ConfigurationError(f"url: scheme must be pulsar:// or pulsar+ssl://, got {where!r}")
+        if "@" in parts.netloc:
+            raise ConfigurationError(
+                f"url: Pulsar takes no credentials in the URL; pass token=... instead ({where})"
+            )
+        hosts = [h for h in parts.netloc.split(",") if h]
+        if not hosts:
+            raise ConfigurationError(f"url: no broker host in {where!r}")
+        for key, value in (("tenant", tenant), ("namespace", namespace), ("subscription", subscription)):
+            if not value or "/" in value:
+                raise ConfigurationError(
+                    f"{key}: must be a non-empty name without '/', got {value!r} ({where})"
+                )
+        if not 1 <= prefetch <= _MAX_PREFETCH:
+            raise ConfigurationError(f"prefetch: must be within 1..{_MAX_PREFETCH}, got {prefetch} ({where})")
+        if nack_delay_ms < 0:
+            raise ConfigurationError(f"nack_delay_ms: must be >= 0, got {nack_delay_ms} ({where})")
+        if ack_timeout and ack_timeout < MIN_ACK_TIMEOUT:
+            raise ConfigurationError(
+                f"ack_timeout: must be 0 (off) or at least {MIN_ACK_TIMEOUT:g} s, "
+                f"got {ack_timeout:g} ({where})"
+            )
+        if admin_timeout <= 0:
+            raise ConfigurationError(f"admin_timeout: must be > 0, got {admin_timeout:g} ({where})")
+        if operation_timeout <= 0:
+            raise ConfigurationError(f"operation_timeout: must be > 0, got {operation_timeout} ({where})")
+        if bool(tls_cert) != bool(tls_key):
+            raise ConfigurationError(f"tls_cert: tls_cert and tls_key go together ({where})")
+        tls_given = tls_trust_certs or tls_cert or tls_allow_insecure or tls_validate_hostname
+        if tls_given and scheme != "pulsar+ssl":
+            raise ConfigurationError(f"tls_*: TLS options need a pulsar+ssl:// URL ({where})")
+        if admin_url is None:
+            admin_scheme, admin_port = _ADMIN_DEFAULTS[scheme]
+            host = urlsplit(f"//{hosts[0]}").hostname or "127.0.0.1"
+            admin_url = f"{admin_scheme}://{_bracketed(host)}:{admin_port}"
+        elif urlsplit(admin_url).scheme not in ("http", "https"):
+            raise ConfigurationError(
+                f"admin_url: must be an http:// or https:// URL, got {redact(admin_url)!r}"
+            )
+        self.url = url
+        self.service_url = urlunsplit((scheme, parts.netloc, "", "", ""))
+        self.store_host = hosts[0]
+        self.tenant = tenant
+        self.namespace = namespace
+        self.subscription = subscription
+        self.prefetch = prefetch
+        self.nack_delay_ms = max(nack_delay_ms, MIN_NACK_DELAY_MS)
+        self.ack_timeout = ack_timeout
+        self.ensure_subscription = ensure_subscription
+        self.admin_url = admin_url.rstrip("/")
+        self.admin_timeout = admin_timeout
+        self._token = token
+        self._tls = {
+            "tls_trust_certs_file_path": tls_trust_certs,
+            "tls_allow_insecure_connection": tls_allow_insecure,
+            "tls_validate_hostname": tls_validate_hostname,
+            "tls_certificate_file_path": tls_cert,
+            "tls_private_key_file_path": tls_key,
+        }
+        self.operation_timeout = operation_timeout
+        self._client = client
+        self._own_client = client is None
+        self._cond = threading.Condition(threading.RLock())
+        self._producers: dict[str, Any] = {}
+        self._feeds: dict[str, _Feed] = {}
+        self._subscribed: set[str] = set()
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PulsarTransport:
+        """``pulsar://host:6650?prefetch=500&admin_url=http://host:8080`` (``pulsar+ssl://`` for TLS).
+
+        Query keys (and keyword options, which win): ``tenant``, ``namespace``,
+        ``subscription``, ``prefetch``, ``nack_delay_ms``, ``ack_timeout``,
+        ``ensure_subscription``, ``admin_url``, ``admin_timeout``, ``token``,
+        ``tls_trust_certs``, ``tls_allow_insecure``, ``tls_validate_hostname``, ``tls_cert``,
+        ``tls_key``, ``operation_timeout``; ``client`` (keyword only) is a ready
+        ``pulsar.Client``. Anything else is refused, naming the key.
+        """
+        where = redact(url)
+        parts = urlsplit(url)
+        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+        merged.update(options)
+        kwargs: dict[str, Any] = {}
+        for key, value in merged.items():
+            if key in _BOOL_OPTIONS:
+                kwargs[key] = _flag(key, value, where)
+            elif key in _INT_OPTIONS or key in _FLOAT_OPTIONS:
+                kind = int if key in _INT_OPTIONS else float
+                try:
+                    kwargs[key] = kind(value)
+                except (TypeError, ValueError):
+                    raise ConfigurationError(f"{key}: not a number: {value!r} in {where}") from None
+            elif key in _STR_OPTIONS or key == "client":
+                kwargs[key] = value
+            else:
+                raise ConfigurationError(f"{key}: not an option of the pulsar transport ({where})")
+        service = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        return cls(service, **kwargs)
+
+    @classmethod
+    def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
+        """A local buffer that fits everything a holder keeps (no leases to ask for)."""
+        return {"prefetch": min(max(max_held, 1), _MAX_PREFETCH)}
+
+    # -- the client ------------------------------------------------------------------------
+    @staticmethod
+    def _module() -> Any:
+        try:
+            import pulsar  # lazy: only needed when this transport is used
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"url: the 'pulsar' transport needs pulsar-client: pip install 'babelq[pulsar]' ({exc})"
+            ) from exc
+        return pulsar
+
+    def _pulsar_client(self) -> Any:
+        """The client, built on first use (constructing it opens no connection yet)."""
+        with self._cond:
+            if self._closed:
+                raise ConfigurationError("transport: this Pulsar transport is closed")
+            if self._client is None:
+                pulsar = self._module()
+                kwargs: dict[str, Any] = {
+                    "operation_timeout_seconds": self.operation_timeout,
+                    **{k: v for k, v in self._tls.items() if v},
+                }
+                if self._token:
+                    kwargs["authentication"] = pulsar.AuthenticationToken(self._token)
+                try:
+                    self._client = pulsar.Client(self.service_url, **kwargs)
+                except Exception as exc:
+                    raise PulsarError(
+                        f"pulsar: cannot create a client for {redact(self.url)}: {_one_line(exc)}"
+                    ) from exc
+            return self._client
+
+    def topic(self, queue: str) -> str:
+        """The topic of a logical queue (``persistent://<tenant>/<namespace>/<queue>``)."""
+        if not queue or "/" in queue:
+            raise ConfigurationError(f"queue: must be a non-empty name without '/', got {queue!r}")
+        if (self.tenant, self.namespace) == ("public", "default"):
+            return binding.topic(queue)
+        return f"persistent://{self.tenant}/{self.namespace}/{queue}"
+
+    def _fail(self, action: str, topic: str, exc: BaseException) -> PulsarError:
+        return PulsarError(f"pulsar: cannot {action} {topic} at {redact(self.url)}: {_one_line(exc)}")
+
+    def _producer(self, queue: str) -> Any:
+        with self._cond:
+            producer = self._producers.get(queue)
+            if producer is not None:
+                return producer
+            client = self._pulsar_client()
+            topic = self.topic(queue)
+            if self.ensure_subscription and queue not in self._subscribed:
+                self._make_subscription(client, topic)
+                self._subscribed.add(queue)
+            try:
+                producer = client.create_producer(topic)
+            except Exception as exc:
+                raise self._fail("create a producer on", topic, exc) from exc
+            self._producers[queue] = producer
+            return producer
+
+    def _make_subscription(self, client: Any, topic: str) -> None:
+        """Create the Shared subscription at the earliest position if it does not exist yet.
+
+        A consumer with a zero receive window gets no message dispatched, so subscribing and
+        closing it at once leaves only the durable subscription behind.
+        """
+        pulsar = self._module()
+        try:
+            consumer = client.subscribe(
+                topic,
+                self.subscription,
+                consumer_type=pulsar.ConsumerType.Shared,
+                receiver_queue_size=0,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )
+            consumer.close()
+        except Exception as exc:
+            raise self._fail(f"create subscription {self.subscription!r} on", topic, exc) from exc
+
+    def _feed(self, queue: str) -> _Feed:
+        """The consumer of ``queue``, subscribed (with its listener) on first use."""
+        with self._cond:
+            feed = self._feeds.get(queue)
+            if feed is not None:
+                return feed
+            client = self._pulsar_client()
+            pulsar = self._module()
+            topic = self.topic(queue)
+            feed = _Feed(queue)
+            try:
+                feed.consumer = client.subscribe(
+                    topic,
+                    self.subscription,
+                    consumer_type=pulsar.ConsumerType.Shared,
+                    message_listener=functools.partial(self._arrived, feed),
+                    receiver_queue_size=self.prefetch,
+                    negative_ack_redelivery_delay_ms=self.nack_delay_ms,
+                    unacked_messages_timeout_ms=int(self.ack_timeout * 1000) or None,
+                    initial_position=pulsar.InitialPosition.Earliest,
+                )
+            except Exception as exc:
+                raise self._fail(f"subscribe as {self.subscription!r} to", topic, exc) from exc
+            self._feeds[queue] = feed
+            self._subscribed.add(queue)
+            return feed
+
+    def _arrived(self, feed: _Feed, consumer: Any, message: Any) -> None:
+        """The client's listener thread hands over one dispatched message."""
+        pause = False
+        with self._cond:
+            if feed.closed or consumer is not feed.consumer:
+                return  # the consumer is going away: the broker gives the message to another
+            feed.buffer.append(message)
+            if len(feed.buffer) >= self.prefetch and not feed.paused:
+                feed.paused = pause = True
+            self._cond.notify_all()
+        if pause:
+            consumer.pause_message_listener()
+
+    # -- publishing ------------------------------------------------------------------------
+    def _send_arguments(self, body: bytes, envelope: Envelope | None, delay_ms: int) -> dict[str, Any]:
+        """The keyword arguments of ``Producer.send`` for ``body``: properties, key, delay."""
+        doc: Envelope | None = envelope
+        if doc is None:
+            try:
+                doc = decode(body)
+            except DecodeError:
+                doc = None
+        properties: dict[str, str] = binding.project(doc) if doc is not None else {}
+        properties.pop("bq-delay", None)  # written below, only when this send is delayed
+        kwargs: dict[str, Any] = {"properties": properties}
+        key = binding.partition_key(doc) if doc is not None else None
+        if key:
+            kwargs["partition_key"] = key
+        if delay_ms > 0:
+            kwargs["deliver_after"] = timedelta(milliseconds=delay_ms)
+            properties["bq-delay"] = str(delay_ms)
+        elif doc is not None:
+            deliver_at = doc.deliver_at
+            now = _now_ms()
+            if deliver_at is not None and deliver_at > now:
+                kwargs["deliver_at"] = deliver_at
+                properties["bq-delay"] = str(deliver_at - now)
+        return kwargs
+
+    def _send(self, queue: str, body: bytes, kwargs: Mapping[str, Any]) -> None:
+        producer = self._producer(queue)
+        try:
+            producer.send(bytes(body), **kwargs)
+        except Exception as exc:
+            raise self._fail("send to", self.topic(queue), exc) from exc
+
+    def publish(
+        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+    ) -> None:
+        self._send(queue, body, self._send_arguments(body, envelope, delay_ms))
+
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        for message in messages:
+            self._send(
+                queue, message.body, self._send_arguments(message.body, message.envelope, message.delay_ms)
+            )
+
+    # -- reserving -------------------------------------------------------------------------
+    def _delivery(self, feed: _Feed, message: Any) -> Delivery:
+        count = message.redelivery_count()
+        key = str(message.message_id())
+        feed.unsettled[key] = message
+        published = message.publish_timestamp()
+        return Delivery(
+            body=message.data(),
+            queue=feed.queue,
+            receipt=_Receipt(feed, feed.consumer, message, key),
+            delivery_count=count + 1,
+            headers=dict(message.properties()),
+            stored_at=published or None,
+            store_host=self.store_host,
+            reconcile=functools.partial(binding.reconcile_attempts, redelivery_count=count),
+        )
+
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        feed = self._feed(queue)
+        deadline = time.monotonic() + timeout
+        resume = False
+        with self._cond:
+            while not feed.buffer and not feed.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            out: list[Delivery] = []
+            while feed.buffer and len(out) < max_messages:
+                out.append(self._delivery(feed, feed.buffer.popleft()))
+            if feed.paused and len(feed.buffer) < self.prefetch:
+                feed.paused, resume = False, True
+        if resume:
+            feed.consumer.resume_message_listener()
+        return out
+
+    # -- settling --------------------------------------------------------------------------
+    @staticmethod
+    def _receipt(delivery: Delivery) -> _Receipt:
+        receipt = delivery.receipt
+        if not isinstance(receipt, _Receipt):
+            raise ConfigurationError("delivery: not reserved through a Pulsar transport")
+        return receipt
+
+    def _take(self, delivery: Delivery) -> _Receipt | None:
+        """The receipt, removed from the unsettled ones, if this transport still holds it."""
+        receipt = self._receipt(delivery)
+        with self._cond:
+            feed = receipt.feed
+            if (
+                feed.closed
+                or feed.consumer is not receipt.consumer
+                or feed.unsettled.pop(receipt.key, None) is None
+            ):
+                held = False
+            else:
+                held = True
+        if not held:
+            log.warning(
+                "pulsar: message %s on %r is no longer held here (settled, or its consumer closed "
+                "and the broker redelivers it); ignored",
+                receipt.key,
+                delivery.queue,
+            )
+            return None
+        return receipt
+
+    def ack(self, delivery: Delivery) -> None:
+        receipt = self._take(delivery)
+        if receipt is not None:
+            receipt.consumer.acknowledge(receipt.message)
+
+    def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
+        """Redeliver ``delivery``: a negative ack (after ``nack_delay_ms``, redelivery count + 1)
+        or, for a longer delay, the same bytes and properties sent again with ``deliver_after``
+        and the original acknowledged."""
+        if delay_ms <= self.nack_delay_ms:
+            receipt = self._take(delivery)
+            if receipt is not None:
+                receipt.consumer.negative_acknowledge(receipt.message)
+            return
+        held = self._receipt(delivery)
+        if not self._holds(held):
+            return
+        properties = dict(held.message.properties())
+        properties["bq-delay"] = str(delay_ms)
+        kwargs: dict[str, Any] = {"properties": properties, "deliver_after": timedelta(milliseconds=delay_ms)}
+        key = held.message.partition_key()
+        if key:
+            kwargs["partition_key"] = key
+        self._send(delivery.queue, delivery.body, kwargs)
+        self.ack(delivery)
+
+    def _holds(self, receipt: _Receipt) -> bool:
+        with self._cond:
+            feed = receipt.feed
+            return not feed.closed and feed.consumer is receipt.consumer and receipt.key in feed.unsettled
+
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """Nothing to extend (a consumer holds what it received until it acks or goes away):
+        counts the deliveries still held here."""
+        return sum(1 for d in deliveries if self._holds(self._receipt(d)))
+
+    def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
+        """Send the new body (delayed) first, then acknowledge the old one: never lost."""
+        if not self._holds(self._receipt(delivery)):
+            return
+        self.publish(delivery.queue, body, delay_ms=delay_ms)
+        self.ack(delivery)
+
+    def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
+        if not self._holds(self._receipt(delivery)):
+            return
+        self.publish(dlq, body)
+        self.ack(delivery)
+
+    # -- administration (REST) -------------------------------------------------------------
+    def _admin(self, method: str, path: str) -> Any:
+        """Call the admin API; returns the parsed JSON body, None for 404 or an empty reply."""
+        request = Request(self.admin_url + path, method=method)
+        if self._token:
+            request.add_header("Authorization", f"Bearer {self._token}")
+        context: ssl.SSLContext | None = None
+        if self.admin_url.startswith("https:"):
+            cafile = self._tls["tls_trust_certs_file_path"]
+            context = ssl.create_default_context(cafile=cafile if isinstance(cafile, str) else None)
+            if self._tls["tls_allow_insecure_connection"]:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+        try:
+            with urlopen(request, timeout=self.admin_timeout, context=context) as reply:
+                raw = reply.read()
+        except HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise PulsarError(
+                f"admin: {method} {redact(self.admin_url)}{path} answered {exc.code} {exc.reason}"
+            ) from None
+        except (URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise PulsarError(
+                f"admin_url: cannot reach the Pulsar admin API at {redact(self.admin_url)} "
+                f"({_one_line(reason if isinstance(reason, BaseException) else Exception(reason))}); "
+                "size/ready/reserved/purge need it"
+            ) from None
+        return json.loads(raw) if raw else None
+
+    def _topic_path(self, queue: str) -> str:
+        self.topic(queue)  # validates the name
+        return "/admin/v2/persistent/" + "/".join(
+            quote(part, safe="") for part in (self.tenant, self.namespace, queue)
+        )
+
+    def _counts(self, queue: str) -> tuple[int, int, int]:
+        """(backlog, unacknowledged, delayed) of the subscription, zeros when there is none."""
+        stats = self._admin("GET", self._topic_path(queue) + "/stats")
+        sub = (
+            (stats or {}).get("subscriptions", {}).get(self.subscription) if isinstance(stats, dict) else None
+        )
+        if not isinstance(sub, dict):
+            return 0, 0, 0
+        return (
+            int(sub.get("msgBacklog", 0) or 0),
+            int(sub.get("unackedMessages", 0) or 0),
+            int(sub.get("msgDelayed", 0) or 0),
+        )
+
+    def _buffered(self, queue: str) -> int:
+        with self._cond:
+            feed = self._feeds.get(queue)
+            return len(feed.buffer) if feed is not None else 0
+
+    def size(self, queue: str) -> int:
+        """Waiting messages: the backlog minus what consumers hold, plus what this process has
+        buffered but not handed out (delayed ones included)."""
+        backlog, unacked, _ = self._counts(queue)
+        return max(backlog - unacked, 0) + self._buffered(queue)
+
+    def ready(self, queue: str) -> int:
+        """:meth:`size` without the delayed messages."""
+        backlog, unacked, delayed = self._counts(queue)
+        return max(backlog - unacked - delayed, 0) + self._buffered(queue)
+
+    def reserved(self, queue: str) -> int:
+        """Dispatched and unacknowledged, minus this process's buffer: what consumers hold,
+        including what other consumers have prefetched (the broker cannot tell those apart)."""
+        _, unacked, _ = self._counts(queue)
+        return max(unacked - self._buffered(queue), 0)
+
+    def purge(self, queue: str) -> None:
+        """Skip the subscription's whole backlog (delayed and unacknowledged messages included)
+        and drop what this process buffered from it."""
+        self._admin(
+            "POST", f"{self._topic_path(queue)}/subscription/{quote(self.subscription, safe='')}/skip_all"
+        )
+        with self._cond:
+            feed = self._feeds.get(queue)
+            if feed is not None:
+                feed.buffer.clear()
+                feed.unsettled.clear()
+
+    def close(self) -> None:
+        """Close consumers, producers and the client; the broker redelivers what was not acked."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            feeds = list(self._feeds.values())
+            for feed in feeds:
+                feed.closed = True
+                feed.buffer.clear()
+                feed.unsettled.clear()
+            producers = list(self._producers.values())
+            self._cond.notify_all()
+        for resource in [*(f.consumer for f in feeds), *producers]:
+            try:
+                resource.close()
+            except Exception as exc:  # already closed, connection gone: nothing left to release
+                log.debug("pulsar: close: %s", _one_line(exc))
+        if self._own_client and self._client is not None:
+            try:
+                self._client.close()
+            except Exception as exc:
+                log.debug("pulsar: client close: %s", _one_line(exc))
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
