@@ -37,7 +37,7 @@ def make_transport() -> Iterator[MakeTransport]:
     made: list[Any] = []
 
     def make_one(*, visibility_timeout: float | None = None) -> Transport:
-        lease = TestRedisLaravelContract.visibility_timeout if visibility_timeout is None else visibility_timeout
+        lease = visibility_timeout or TestRedisLaravelContract.visibility_timeout
         t = RedisTransport.from_url(
             f"redis://{host}:{port}/0?laravel=1", visibility_timeout=lease, poll_interval=0.1
         )

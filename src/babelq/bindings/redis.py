@@ -35,6 +35,9 @@ layout's ``:processing`` and ``:processing:deadlines``, its Laravel-compatible l
 name. No reserved suffix is a suffix of another, so two accepted names can never produce the
 same key (``tests/transports/test_redis_binding.py`` checks this as a property). Every key
 function below applies the rule, so nothing can build a key for a refused name.
+
+Also here: the babelqueue SDK's header frame (:func:`frame`, :func:`unframe`) and the keys of
+its Laravel-compatible layout (:func:`laravel_keys`), both pure.
 """
 
 from __future__ import annotations

@@ -25,6 +25,11 @@ whatever the batch size: that is what makes batch reserve/ack fast.
   tail element onto the tail: the list is unchanged), so it wakes as soon as anything is
   pushed, then reserves with the script. Nothing is ever held outside the scripts.
 
+Header frames (the babelqueue SDK's out-of-band headers): a stored
+``{"__bq_frame":1,"headers":...,"body":...}`` is delivered as the envelope inside with the
+headers on ``Delivery.headers``; ``publish(..., headers=...)`` writes one; a retry or
+dead-letter keeps the headers, a release puts the frame back as it was.
+
 Key layout and interop with the ``babelqueue`` SDK: :mod:`babelq.bindings.redis`. Times come
 from the Redis server's clock (``TIME``) so workers on different hosts agree.
 
@@ -32,7 +37,12 @@ Options (keyword arguments, or the URL query: ``redis://h/0?prefix=app:&visibili
 ``prefix`` (key prefix, default none), ``visibility_timeout`` (seconds, default 30),
 ``poll_interval`` (longest single block while waiting, default 0.5 s: bounds how late a
 delayed body published by someone else is noticed), ``sweep_limit`` (most delayed/lapsed
-members moved per reserve, default 1000). Other query parameters go to redis-py;
+members moved per reserve, default 1000), ``delays`` (where a delayed body waits: ``own``, the
+default, is the ``:delayed`` set above, which the babelqueue SDK's default layout never reads;
+``lease`` parks it as a reservation due at its time, which either SDK's sweep brings back;
+``ready`` ignores the delay; see docs/transports-redis.md). ``laravel=1`` (or
+``laravel_compat=1``) opens the Laravel-compatible layout instead
+(:mod:`babelq.transports.redis_laravel`). Other query parameters go to redis-py;
 ``socket_connect_timeout`` defaults to :data:`CONNECT_TIMEOUT` so an unreachable host fails
 an open in seconds, not after the operating system's minutes-long connect timeout.
 
