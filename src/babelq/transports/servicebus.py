@@ -318,7 +318,7 @@ class ServiceBusTransport(BaseTransport):
     # -- errors ---------------------------------------------------------------------------
     def _translate(self, exc: Exception, what: str) -> Exception:
         """The SDK's exception as babelq's: configuration, outage, or unchanged (one line, no secrets)."""
-        from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError
+        from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ServiceRequestError
         from azure.servicebus import exceptions as sb
 
         detail = redact_servicebus(" ".join(str(exc).split()))
@@ -327,7 +327,8 @@ class ServiceBusTransport(BaseTransport):
             sb.ServiceBusAuthorizationError,
             ClientAuthenticationError,
         )
-        if isinstance(exc, refused):
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, refused) or (isinstance(exc, HttpResponseError) and status in (401, 403)):
             return ConfigurationError(
                 f"credential: Service Bus refused {what} on {self._url}: {detail} "
                 "(check the connection_string / shared_access_key and its Send, Listen or Manage rights)"
