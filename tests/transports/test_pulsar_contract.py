@@ -203,7 +203,7 @@ def test_pulsar_fake_key_and_delays(broker: fake_pulsar.FakeBroker, pulsar_t: Pu
     assert key_send.partition_key == "customer-7"
     assert "bq-delay" not in key_send.properties
     assert after_send.deliver_after == timedelta(milliseconds=1500)
-    assert after_send.properties == {"bq-job": "urn:babel:test:later", "bq-delay": "1500"}
+    assert after_send.properties == {"bq-job": "urn:babel:test:later", "bq-attempts": "0", "bq-delay": "1500"}
     assert at_send.deliver_at == ahead.deliver_at and at_send.deliver_after is None
     assert 59_000 <= int(at_send.properties["bq-delay"]) <= 60_000  # the delay left, in ms
     assert past_send.deliver_at is None and "bq-delay" not in past_send.properties

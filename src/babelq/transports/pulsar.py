@@ -407,7 +407,12 @@ class PulsarTransport(BaseTransport):
                 doc = decode(body)
             except DecodeError:
                 doc = None
-        properties: dict[str, str] = binding.project(doc) if doc is not None else {}
+        properties: dict[str, str] = {}
+        if doc is not None:
+            properties = binding.project(doc)
+            # A JSON object without an integer ``attempts`` (a dead-letter record, a foreign
+            # body) still says 0, as the babelqueue package writes it: attempts start at 0.
+            properties.setdefault("bq-attempts", "0")
         properties.pop("bq-delay", None)  # written below, only when this send is delayed
         kwargs: dict[str, Any] = {"properties": properties}
         key = binding.partition_key(doc) if doc is not None else None
