@@ -137,6 +137,8 @@ class Namespace:
     def __init__(self, host: str = HOST, *, keys: dict[str, str] | None = None) -> None:
         self.host = host
         self.keys = dict(keys if keys is not None else {KEY_NAME: KEY})
+        #: key names with the Manage right (the administration API); the others can send and listen
+        self.manage = {KEY_NAME}
         self.sas_tokens: set[str] = set()
         self.cond = threading.Condition()
         self.queues: dict[str, _Queue] = {}
@@ -583,6 +585,13 @@ class ServiceBusAdministrationClient:
             ns.authenticate(self._credential)
         except sb.ServiceBusAuthenticationError as exc:
             raise ClientAuthenticationError(message=f"401 Unauthorized: {exc}") from None
+        name = (
+            self._credential.named_key[0] if isinstance(self._credential, AzureNamedKeyCredential) else None
+        )
+        if name not in ns.manage:
+            refused = HttpResponseError(message="403 Forbidden: Manage claim is required for this operation.")
+            refused.status_code = 403
+            raise refused
         return ns
 
     def create_queue(

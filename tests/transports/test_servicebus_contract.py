@@ -70,6 +70,7 @@ def make_transport(namespace: Namespace) -> Iterator[MakeTransport]:
         transport.close()
 
 
+@pytest.mark.slow  # the lease is Service Bus's shortest lock, 5 s: expiry tests wait for it
 class TestServiceBusContractFakeBacked(TransportContract):
     visibility_timeout = LEASE
     supports_fifo = False  # Service Bus orders only within a session
@@ -447,6 +448,30 @@ def test_servicebus_fake_broker_refusals_are_one_line_without_secrets(namespace:
     with pytest.raises(UnavailableError, match="Service Bus is unavailable") as down:
         nowhere.publish("orders", b"x")
     assert fake.KEY not in str(down.value)
+
+
+def test_servicebus_fake_a_send_listen_key_works_without_the_administration_api(namespace: Namespace) -> None:
+    """No Manage right: queues must exist, the lease falls back to visibility_timeout, counts refuse."""
+    namespace.keys["app"] = "YXBwLWtleQ=="
+    _open().create_queue("orders")
+    url = f"sb://{fake.HOST}?shared_access_key_name=app&shared_access_key=YXBwLWtleQ%3D%3D"
+    transport = ServiceBusTransport.from_url(url, visibility_timeout=20)
+    transport.publish("orders", b"x")
+    [delivery] = transport.reserve("orders", timeout=1)
+    transport.ack(delivery)
+    assert transport.lease_seconds("orders") == 20
+    with pytest.raises(
+        ConfigurationError, match=r"^credential: Service Bus refused count queue 'orders'"
+    ) as refused:
+        transport.size("orders")
+    assert "YXBwLWtleQ" not in str(refused.value)
+    with pytest.raises(ConfigurationError, match="refused create queue 'other'"):
+        transport.publish("other", b"x")
+    without_lease = ServiceBusTransport.from_url(url)
+    with pytest.raises(ConfigurationError, match="credential:"):
+        without_lease.lease_seconds("orders")
+    for t in (transport, without_lease):
+        t.close()
 
 
 def test_servicebus_fake_secrets_are_redacted_wherever_shown(namespace: Namespace) -> None:
