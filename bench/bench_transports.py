@@ -16,6 +16,7 @@ nothing about AWS ("semantics only"). SQLite has no babelqueue counterpart.
 
     .venv/bin/python bench/bench_transports.py               # 20k messages per broker
     .venv/bin/python bench/bench_transports.py --messages 5000 --only redis amqp
+    .venv/bin/python bench/bench_transports.py --only artemis   # needs rabbitmq_amqp1_0 enabled
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from babelq.transports.sqs import SQSTransport
 URN = "urn:babel:bench:noop"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+#: RabbitMQ's AMQP 1.0 plugin (no Artemis runs here): the artemis:// transport in its rabbitmq flavour
+ARTEMIS_URL = "artemis://guest:guest@127.0.0.1:5672?broker=rabbitmq"
 
 
 @dataclass
@@ -203,6 +206,33 @@ def run_amqp(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]
         cleaner.close()
 
 
+def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]:
+    """AMQP 1.0 on RabbitMQ 3.10's plugin: babelq's artemis:// next to babelqueue's ArtemisTransport
+    (which receives with credit 1: one round trip per message)."""
+    from babelqueue.artemis_transport import ArtemisTransport as TheirArtemis
+
+    from babelq.transports.artemis import ArtemisTransport
+
+    ours_q, raw_q, theirs_q = (f"bench-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("bq", "raw", "base"))
+    url = f"{ARTEMIS_URL}&prefetch={4 * prefetch}"  # credit keeps messages coming while a batch is handled
+    try:
+        ours = bench_babelq("artemis", url, ours_q, n, batch=batch, prefetch=prefetch)
+        their_transport = TheirArtemis("artemis://guest:guest@127.0.0.1:5672")
+        try:
+            theirs = bench_babelqueue("artemis", their_transport, theirs_q, baseline_n)
+        finally:
+            their_transport.close()
+        raw = bench_babelq_raw("artemis", url, raw_q, n, batch=batch, prefetch=prefetch)
+        for result in (ours, theirs, raw):
+            result.note += " (RabbitMQ AMQP 1.0)"
+        return [ours, theirs, raw]
+    finally:
+        cleaner = ArtemisTransport.from_url(ARTEMIS_URL, heartbeat=0)
+        for queue in (ours_q, raw_q, theirs_q):
+            cleaner.delete_queue(queue)
+        cleaner.close()
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
@@ -286,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=["sqlite", "redis", "amqp", "sqs"],
-        default=["sqlite", "redis", "amqp", "sqs"],
+        choices=["sqlite", "redis", "amqp", "artemis", "sqs"],
+        default=["sqlite", "redis", "amqp", "artemis", "sqs"],
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -296,9 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         "sqlite": lambda: run_sqlite(n, args.batch, args.prefetch),
         "redis": lambda: run_redis(n, args.batch, args.prefetch, baseline_n),
         "amqp": lambda: run_amqp(n, args.batch, args.prefetch, baseline_n),
+        "artemis": lambda: run_artemis(n, args.batch, args.prefetch, baseline_n),
         "sqs": lambda: run_sqs(args.sqs_messages, args.batch, args.prefetch),
     }
-    needs = {"redis": ("127.0.0.1", 6379), "amqp": ("127.0.0.1", 5672)}
+    needs = {"redis": ("127.0.0.1", 6379), "amqp": ("127.0.0.1", 5672), "artemis": ("127.0.0.1", 5672)}
     results: list[Result] = []
     for name in args.only:
         if name in needs and not _reachable(*needs[name]):
