@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusMessage
@@ -513,3 +514,34 @@ def test_servicebus_fake_another_sdks_transport_sees_our_projection(
     assert message.correlation_id == env.trace_id
     assert message.application_properties[b"bq-source-lang"] == b"python"
     assert message.application_properties[b"bq-created-at"] == env.created_at
+
+
+CONFORMANCE = Path(__file__).resolve().parent.parent / "conformance"
+
+
+def test_servicebus_fake_conformance_asb_block_end_to_end(
+    sb: ServiceBusTransport, namespace: Namespace
+) -> None:
+    """The standard's ``asb`` block through the transport: projection on the wire, and the
+    reconciliation cases from a broker-side DeliveryCount (the SDK's header is DeliveryCount - 1)."""
+    block = json.loads((CONFORMANCE / "manifest.json").read_text())["asb"]
+    projection = block["property_projection"]
+    body = (CONFORMANCE / projection["envelope_file"]).read_bytes()
+    sb.publish("conf", body)
+    sent = _sent(namespace, "conf")
+    assert {k: sent[k] for k in projection["message"]} == projection["message"]
+    [delivery] = sb.reserve("conf", timeout=1)
+    assert delivery.body == body
+    assert delivery.headers["application_properties"] == projection["application_properties"]
+    sb.ack(delivery)
+    for case in block["attempts_reconciliation"]["cases"]:
+        if case["delivery_count"] < 1:
+            continue  # a broker never hands out a message with DeliveryCount 0
+        sb.publish("conf", body)
+        with namespace.cond:
+            [stored] = namespace.queues["conf"].messages.values()
+            stored.delivery_count = case["delivery_count"] - 1
+        [delivery] = sb.reserve("conf", timeout=1)
+        assert delivery.delivery_count == case["delivery_count"], case["name"]
+        assert delivery.attempts(case["body_attempts"]) == case["expected_attempts"], case["name"]
+        sb.ack(delivery)
