@@ -12,6 +12,8 @@ or the consumer leaves the group, so nothing lapses and nothing can be settled b
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
 import time
@@ -498,3 +500,40 @@ def test_kafka_fake_open_transport_and_lazy_import(cluster: FakeKafkaCluster) ->
     code = "import sys, babelq.transports, babelq.transports.kafka; print('confluent_kafka' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"  # the client library is imported only when a transport uses it
+
+
+def test_kafka_fake_runtime_retries_through_tiers_then_dead_letters(
+    make_kafka: Callable[..., KafkaTransport], cluster: FakeKafkaCluster, unique_queue: str
+) -> None:
+    """The worker runtime over Kafka: a failing handler's message goes round the tier topics, then
+    to ``<queue>.dlq``; poison goes straight there with its bytes; every work offset is committed."""
+    from babelq.runtime import App, Backoff, Message
+
+    kafka = make_kafka(retry_tiers="200,1000")
+    envelope = make("urn:babel:orders:created", {"n": 1}, queue=unique_queue, sharding_key="c-1")
+    kafka.publish(unique_queue, envelope.encode(), envelope=envelope)
+    kafka.publish(unique_queue, b"\xffnot json")
+    app = App(
+        kafka, queue=unique_queue, max_attempts=3, backoff=Backoff(base_ms=100, cap_ms=150, jitter=False)
+    )
+    runs: list[int] = []
+
+    @app.handler("urn:babel:orders:created")
+    def failing(message: Message) -> None:
+        runs.append(message.attempts)
+        raise RuntimeError("boom")
+
+    app.drain(timeout=15, wait_delayed=True)
+
+    assert runs == [0, 1, 2]  # attempts from bq-attempts on each round
+    parked = cluster.records(f"{unique_queue}.retry.1")
+    assert [dict(r.headers)["bq-attempts"] for r in parked] == [b"1", b"2"]
+    assert all(r.key == b"c-1" for r in parked)
+    dead = {json.loads(r.value)["dead_letter"]["reason"]: r for r in cluster.records(f"{unique_queue}.dlq")}
+    assert set(dead) == {"failed", "poison"}
+    assert dead["failed"].key == b"c-1"
+    poison = json.loads(dead["poison"].value)
+    assert (poison["raw"], poison["raw_encoding"]) == (base64.b64encode(b"\xffnot json").decode(), "base64")
+    assert json.loads(dead["failed"].value)["dead_letter"]["original_queue"] == unique_queue
+    assert cluster.end_offset(unique_queue) == cluster.committed_offset("babelqueue", unique_queue) == 4
+    assert kafka.size(unique_queue) == 0

@@ -261,6 +261,8 @@ class _Held:
 class _Reinjector:
     consumer: Any
     held: dict[tuple[str, int], deque[_Held]] = field(default_factory=dict)
+    #: one step at a time: two threads releasing the same due record would move it twice
+    step: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _now_ms() -> int:
@@ -597,8 +599,14 @@ class KafkaTransport(BaseTransport):
         """Take newly parked records, move the due ones to the work topic; returns the next due
         time (epoch ms) of what is still held, or None."""
         state = self._reinjector(queue)
-        if state is None:
+        if state is None or not state.step.acquire(blocking=False):
             return None
+        try:
+            return self._reinject_held(queue, state)
+        finally:
+            state.step.release()
+
+    def _reinject_held(self, queue: str, state: _Reinjector) -> float | None:
         consumer = state.consumer
         for _ in range(500):
             message = consumer.poll(0)
@@ -694,9 +702,11 @@ class KafkaTransport(BaseTransport):
     def _delivery(self, queue: str, message: Any) -> Delivery | None:
         partition, offset = message.partition(), message.offset()
         with self._lock:
-            state = self._partitions.get(queue, {}).get(partition)
-            if state is None:  # not ours any more (revoked meanwhile): its new owner reads it
-                return None
+            book = self._partitions.setdefault(queue, {})
+            state = book.get(partition)
+            if state is None:  # assigned without our callback seeing it: start its bookkeeping now
+                self._epochs += 1
+                state = book[partition] = _Partition(epoch=self._epochs)
             if state.next is None and state.committed is None:
                 # where this assignment started reading: the group's position, nothing below is ours
                 state.committed = offset
@@ -753,14 +763,14 @@ class KafkaTransport(BaseTransport):
             error: Any = exc.args[0] if exc.args else None
             code = error.code() if hasattr(error, "code") else None
             if code in _STALE_CODES:
-                # The group moved the partition on: the new owner re-reads from the last commit.
+                # The group is moving (or has moved) the partition on: the revoke that follows in the
+                # next poll forgets it, and its new owner re-reads from the last commit.
                 log.warning(
-                    "kafka: commit on %s[%s] refused (%s); its records will be redelivered",
+                    "kafka: commit on %s[%s] refused (%s); its unsettled records will be redelivered",
                     queue,
                     partition,
                     error,
                 )
-                self._partitions.get(queue, {}).pop(partition, None)
                 return
             if quiet:
                 log.warning("kafka: commit on %s[%s] failed: %s", queue, partition, error)
