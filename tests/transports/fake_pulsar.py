@@ -199,6 +199,8 @@ class FakeBroker:
         self._pump: threading.Thread | None = None
         self._stopped = False
         self._server: ThreadingHTTPServer | None = None
+        #: True: the broker pushes nothing to consumers (a busy broker, a cold ledger read)
+        self.hold_dispatch = False
 
     # -- recording --
     def record(self, *call: Any) -> None:
@@ -267,6 +269,8 @@ class FakeBroker:
             yield index
 
     def dispatch(self) -> None:
+        if self.hold_dispatch:
+            return
         now = _now_ms()
         for t in self.topics.values():
             for sub in t.subscriptions.values():

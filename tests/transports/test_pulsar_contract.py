@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -252,6 +253,43 @@ def test_pulsar_fake_prefetch_pauses_the_listener(
     assert broker.calls_named("resume_message_listener")
     transport.ack_many(first + rest)
     assert transport.size("p") == 0
+
+
+def test_pulsar_fake_an_empty_buffer_is_confirmed_with_the_broker(
+    broker: fake_pulsar.FakeBroker, make_transport: MakeTransport
+) -> None:
+    """A slow push must not read as an empty queue: the admin stats still show undispatched
+    messages, so the reserve waits for them (App.drain polls with 0.1 s)."""
+    transport = make_transport()
+    transport.publish("slow", _body("slow"))
+    broker.hold_dispatch = True
+    threading.Timer(0.4, setattr, args=(broker, "hold_dispatch", False)).start()
+    started = time.monotonic()
+    got = transport.reserve("slow", timeout=0.05)
+    assert [d.body for d in got] == [_body("slow")]
+    assert 0.35 <= time.monotonic() - started < 3
+    transport.ack(got[0])
+    assert transport.reserve("slow", timeout=0.05) == []  # really empty: answered at once
+
+    unconfirmed = make_transport(confirm_empty=False)
+    unconfirmed.publish("slow2", _body("slow2"))
+    broker.hold_dispatch = True
+    assert unconfirmed.reserve("slow2", timeout=0.05) == []  # taken at its word
+    broker.hold_dispatch = False
+    assert len(TransportContract._drain(unconfirmed, "slow2", 1, within=2)) == 1
+
+
+def test_pulsar_fake_without_an_admin_api_an_empty_buffer_is_taken_at_its_word(
+    broker: fake_pulsar.FakeBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = PulsarTransport.from_url(f"{URL}?admin_url=http://127.0.0.1:9&admin_timeout=1")
+    transport.publish("noadmin", _body("x"))
+    broker.hold_dispatch = True
+    assert transport.reserve("noadmin", timeout=0.05) == []
+    assert "cannot confirm" in caplog.text
+    broker.hold_dispatch = False
+    assert len(TransportContract._drain(transport, "noadmin", 1, within=2)) == 1
+    transport.close()
 
 
 def test_pulsar_fake_topic_naming_options(

@@ -40,6 +40,9 @@ Why it looks the way it does:
   dispatched messages are merely buffered here: ``size``/``ready`` count them as waiting, as
   the AMQP transport does with its prefetch. What other consumers prefetched is invisible to
   anybody but the broker, which counts it as unacknowledged, so ``reserved`` includes it.
+* **Empty means empty.** A consumer only has what the broker has pushed so far, so before a
+  ``reserve`` answers "nothing" it asks the admin stats whether messages are still waiting to
+  be dispatched, and waits for them (``confirm_empty``; :meth:`PulsarTransport.reserve`).
 * **Counting and purging.** pulsar-client has no admin calls, so ``size``, ``ready``,
   ``reserved`` and ``purge`` use the broker's admin REST API (``admin_url``, by default the
   service host on port 8080, or 8443 for ``pulsar+ssl``): the subscription's ``msgBacklog``,
@@ -79,7 +82,11 @@ MIN_ACK_TIMEOUT = 10.0
 #: the client's negative-ack tracker never redelivers sooner than this (ms)
 MIN_NACK_DELAY_MS = 100
 _MAX_PREFETCH = 50_000
-_BOOL_OPTIONS = ("tls_allow_insecure", "tls_validate_hostname", "ensure_subscription")
+#: longest extra wait of a reserve that found its buffer empty while the broker still had
+#: undispatched messages (seconds); see :meth:`PulsarTransport.reserve`
+CONFIRM_LIMIT = 5.0
+_CONFIRM_SLICE = 0.05
+_BOOL_OPTIONS = ("tls_allow_insecure", "tls_validate_hostname", "ensure_subscription", "confirm_empty")
 _INT_OPTIONS = ("prefetch", "nack_delay_ms", "operation_timeout")
 _FLOAT_OPTIONS = ("ack_timeout", "admin_timeout")
 _STR_OPTIONS = (
@@ -160,6 +167,7 @@ class PulsarTransport(BaseTransport):
         nack_delay_ms: int = MIN_NACK_DELAY_MS,
         ack_timeout: float = 0.0,
         ensure_subscription: bool = True,
+        confirm_empty: bool = True,
         admin_url: str | None = None,
         admin_timeout: float = 10.0,
         token: str | None = None,
@@ -223,6 +231,8 @@ class PulsarTransport(BaseTransport):
         self.nack_delay_ms = max(nack_delay_ms, MIN_NACK_DELAY_MS)
         self.ack_timeout = ack_timeout
         self.ensure_subscription = ensure_subscription
+        self.confirm_empty = confirm_empty
+        self._admin_broken = False
         self.admin_url = admin_url.rstrip("/")
         self.admin_timeout = admin_timeout
         self._token = token
@@ -248,7 +258,7 @@ class PulsarTransport(BaseTransport):
 
         Query keys (and keyword options, which win): ``tenant``, ``namespace``,
         ``subscription``, ``prefetch``, ``nack_delay_ms``, ``ack_timeout``,
-        ``ensure_subscription``, ``admin_url``, ``admin_timeout``, ``token``,
+        ``ensure_subscription``, ``confirm_empty``, ``admin_url``, ``admin_timeout``, ``token``,
         ``tls_trust_certs``, ``tls_allow_insecure``, ``tls_validate_hostname``, ``tls_cert``,
         ``tls_key``, ``operation_timeout``; ``client`` (keyword only) is a ready
         ``pulsar.Client``. Anything else is refused, naming the key.
@@ -465,8 +475,26 @@ class PulsarTransport(BaseTransport):
         )
 
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        """Hand out up to ``max_messages`` buffered messages, waiting up to ``timeout`` for the first.
+
+        An empty buffer does not mean an empty queue: the broker pushes messages a little after a
+        consumer subscribes or asks for more, and a busy broker can take longer than a short wait
+        (``App.drain`` polls with 0.1 s and stops on the first empty answer). So before answering
+        "nothing", the admin stats are asked whether the subscription has messages nobody was
+        given yet; while it has, the wait goes on (at most :data:`CONFIRM_LIMIT` seconds).
+        """
         feed = self._feed(queue)
-        deadline = time.monotonic() + timeout
+        out = self._take(feed, max_messages, time.monotonic() + timeout)
+        if out or feed.closed or not self.confirm_empty:
+            return out
+        end = time.monotonic() + CONFIRM_LIMIT
+        while time.monotonic() < end and self._undispatched(queue) > 0:
+            out = self._take(feed, max_messages, min(end, time.monotonic() + _CONFIRM_SLICE))
+            if out or feed.closed:
+                break
+        return out
+
+    def _take(self, feed: _Feed, max_messages: int, deadline: float) -> list[Delivery]:
         resume = False
         with self._cond:
             while not feed.buffer and not feed.closed:
@@ -483,6 +511,24 @@ class PulsarTransport(BaseTransport):
             feed.consumer.resume_message_listener()
         return out
 
+    def _undispatched(self, queue: str) -> int:
+        """Messages of the subscription that are due and not dispatched to any consumer yet
+        (0 when the admin API cannot be asked: then an empty buffer is taken at its word)."""
+        if self._admin_broken:
+            return 0
+        try:
+            backlog, unacked, delayed = self._counts(queue)
+        except PulsarError as exc:
+            self._admin_broken = True
+            log.warning(
+                "pulsar: cannot confirm that %r is empty (%s); empty reserves are now taken at "
+                "their word (set admin_url, or confirm_empty=false)",
+                queue,
+                exc,
+            )
+            return 0
+        return backlog - unacked - delayed
+
     # -- settling --------------------------------------------------------------------------
     @staticmethod
     def _receipt(delivery: Delivery) -> _Receipt:
@@ -491,7 +537,7 @@ class PulsarTransport(BaseTransport):
             raise ConfigurationError("delivery: not reserved through a Pulsar transport")
         return receipt
 
-    def _take(self, delivery: Delivery) -> _Receipt | None:
+    def _settle_receipt(self, delivery: Delivery) -> _Receipt | None:
         """The receipt, removed from the unsettled ones, if this transport still holds it."""
         receipt = self._receipt(delivery)
         with self._cond:
@@ -515,7 +561,7 @@ class PulsarTransport(BaseTransport):
         return receipt
 
     def ack(self, delivery: Delivery) -> None:
-        receipt = self._take(delivery)
+        receipt = self._settle_receipt(delivery)
         if receipt is not None:
             receipt.consumer.acknowledge(receipt.message)
 
@@ -524,7 +570,7 @@ class PulsarTransport(BaseTransport):
         or, for a longer delay, the same bytes and properties sent again with ``deliver_after``
         and the original acknowledged."""
         if delay_ms <= self.nack_delay_ms:
-            receipt = self._take(delivery)
+            receipt = self._settle_receipt(delivery)
             if receipt is not None:
                 receipt.consumer.negative_acknowledge(receipt.message)
             return
