@@ -171,9 +171,9 @@ class _Subscription:
     type: ConsumerType
     start: int  # first entry index that belongs to the subscription
     acked: set[int] = field(default_factory=set)
-    pending: dict[int, Consumer] = field(default_factory=dict)  # entry index -> consumer holding it
+    pending: dict[int, _ConsumerCore] = field(default_factory=dict)  # entry index -> consumer holding it
     redeliveries: dict[int, int] = field(default_factory=dict)
-    consumers: list[Consumer] = field(default_factory=list)
+    consumers: list[_ConsumerCore] = field(default_factory=list)
     turn: int = 0
 
 
@@ -289,7 +289,7 @@ class FakeBroker:
         self.cond.notify_all()
 
     @staticmethod
-    def _next_consumer(sub: _Subscription) -> Consumer | None:
+    def _next_consumer(sub: _Subscription) -> _ConsumerCore | None:
         candidates = sub.consumers
         if sub.type is not ConsumerType.Shared:
             candidates = sub.consumers[:1]  # Exclusive/Failover: the active consumer only
@@ -567,7 +567,7 @@ class Producer:
         self._closed = True
 
 
-class Consumer:
+class _ConsumerCore:
     _names = itertools.count(1)
 
     def __init__(
@@ -616,8 +616,8 @@ class Consumer:
         if self._listener is None or self._paused or self._closed:
             return []
         out = []
-        while self._local:
-            out.append((self._listener, self, self._take()))
+        while self._local:  # like pulsar-client: a new Python wrapper for every call
+            out.append((self._listener, Consumer._wrap(self), self._take()))
         return out
 
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -714,6 +714,58 @@ class Consumer:
             self._topic.subscriptions.pop(self._sub.name, None)
 
 
+class Consumer:
+    """pulsar-client's Python consumer: a thin wrapper over the native one (``_consumer``).
+
+    As in the real client, ``subscribe`` returns one wrapper and the message listener gets a new
+    wrapper object with every message, so a listener cannot recognise its consumer by identity.
+    """
+
+    _consumer: _ConsumerCore
+
+    @classmethod
+    def _wrap(cls, core: _ConsumerCore) -> Consumer:
+        wrapper = cls()
+        wrapper._consumer = core
+        return wrapper
+
+    def consumer_name(self) -> str:
+        return self._consumer.consumer_name()
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    def subscription_name(self) -> str:
+        return self._consumer.subscription_name()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        return self._consumer.receive(timeout_millis)
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        self._consumer.acknowledge(message)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        self._consumer.negative_acknowledge(message)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._consumer.redeliver_unacknowledged_messages()
+
+    def pause_message_listener(self) -> None:
+        self._consumer.pause_message_listener()
+
+    def resume_message_listener(self) -> None:
+        self._consumer.resume_message_listener()
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def unsubscribe(self) -> None:
+        self._consumer.unsubscribe()
+
+
 class Client:
     def __init__(self, service_url: str, authentication: Any = None, **options: Any) -> None:
         broker = _current()
@@ -724,7 +776,7 @@ class Client:
         self.authentication = authentication
         self.options = options
         self._producers: list[Producer] = []
-        self._consumers: list[Consumer] = []
+        self._consumers: list[_ConsumerCore] = []
         self._closed = False
         broker.clients.append(self)
         broker.record("Client", service_url, authentication, options)
@@ -789,7 +841,7 @@ class Client:
             elif sub.type is ConsumerType.Exclusive and sub.consumers:
                 raise ConsumerBusy(f"exclusive subscription {subscription_name!r} already has a consumer")
             sub.type = consumer_type
-            consumer = Consumer(
+            consumer = _ConsumerCore(
                 self,
                 t,
                 sub,
@@ -801,7 +853,7 @@ class Client:
             self._consumers.append(consumer)
             broker.cond.notify_all()
         broker.start_pump()
-        return consumer
+        return Consumer._wrap(consumer)
 
     def close(self) -> None:
         self._broker.record("close_client")

@@ -396,17 +396,22 @@ class PulsarTransport(BaseTransport):
             return feed
 
     def _arrived(self, feed: _Feed, consumer: Any, message: Any) -> None:
-        """The client's listener thread hands over one dispatched message."""
+        """The client's listener thread hands over one dispatched message.
+
+        ``consumer`` is a fresh wrapper object on every call (pulsar-client builds one per
+        message), so the feed's own consumer is the one paused.
+        """
+        del consumer
         pause = False
         with self._cond:
-            if feed.closed or consumer is not feed.consumer:
+            if feed.closed:
                 return  # the consumer is going away: the broker gives the message to another
             feed.buffer.append(message)
             if len(feed.buffer) >= self.prefetch and not feed.paused:
                 feed.paused = pause = True
             self._cond.notify_all()
         if pause:
-            consumer.pause_message_listener()
+            feed.consumer.pause_message_listener()
 
     # -- publishing ------------------------------------------------------------------------
     def _send_arguments(self, body: bytes, envelope: Envelope | None, delay_ms: int) -> dict[str, Any]:
