@@ -34,6 +34,7 @@ babelqueue_artemis = pytest.importorskip("babelqueue.artemis_transport")
 
 from babelq.bindings import artemis as binding  # noqa: E402
 from babelq.envelope import Envelope, make  # noqa: E402
+from babelq.errors import ConfigurationError, UnavailableError  # noqa: E402
 from babelq.transports.artemis import (  # noqa: E402
     DELIVERY_DELAY_ANNOTATION,
     DELIVERY_TIME_ANNOTATION,
@@ -172,6 +173,8 @@ class FakeArtemis:
     links: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)  # (role, address, caps)
     management: list[dict[str, Any]] = field(default_factory=list)
     now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    refuse_management: bool = False  # the user lacks the manage permission: requests are rejected
+    fail_sends: bool = False  # the connection dies under the next send
 
     def store(self, address: str, message: Any) -> None:
         copy = proton.Message()
@@ -279,6 +282,12 @@ class FakeLink:
         self._incoming: deque[FakeDelivery] = deque()
 
     def send(self, message: Any) -> FakeDelivery:
+        if self.broker.fail_sends:
+            raise proton.ConnectionException("Connection fake disconnected: Condition('proton:io')")
+        if self.broker.refuse_management and self.address == "activemq.management":
+            refused = FakeDelivery(self)
+            refused.remote_state = proton.Delivery.REJECTED
+            return refused
         self.broker.store(self.address, message)
         return FakeDelivery(self)
 
@@ -316,7 +325,10 @@ class FakeBlockingSender:
         self.link = link
 
     def send(self, message: Any, timeout: Any = False, error_states: Any = None) -> FakeDelivery:
-        return self.link.send(message)
+        delivery = self.link.send(message)
+        if delivery.remote_state in (error_states or [proton.Delivery.REJECTED, proton.Delivery.RELEASED]):
+            raise proton.utils.SendException(delivery.remote_state)
+        return delivery
 
     def close(self) -> None:
         self.link.close()
@@ -638,3 +650,35 @@ def test_fake_counts_and_purge_go_through_the_management_address(
     assert fake.queues["orders"] == deque()
     assert ours.renew_many([held]) == 0  # purge settled what this transport held
     assert ours.size("orders") == 0
+
+
+def test_fake_without_the_manage_permission_counts_refuse_and_an_empty_reserve_still_answers(
+    fake: FakeArtemis, ours_on: Callable[..., ArtemisTransport], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.refuse_management = True
+    ours = ours_on()
+    with pytest.raises(ConfigurationError, match="manage permission") as caught:
+        ours.size("orders")
+    assert "\n" not in str(caught.value) and "guest:***@" in str(caught.value)
+    with caplog.at_level(logging.WARNING, logger="babelq.transports.artemis"):
+        assert ours.reserve("orders", timeout=0) == []
+        assert ours.reserve("orders", timeout=0) == []
+    assert sum("not double-checked" in r.getMessage() for r in caplog.records) == 1
+    ours.publish("orders", b"{}")
+    assert [d.body for d in ours.reserve("orders", timeout=0)] == [b"{}"]
+
+
+def test_fake_a_connection_lost_during_a_retry_is_unavailable_and_the_message_stays(
+    fake: FakeArtemis, ours_on: Callable[..., ArtemisTransport]
+) -> None:
+    ours = ours_on()
+    ours.publish("orders", b'{"job":"urn:babel:t:x"}')
+    [held] = ours.reserve("orders", timeout=0)
+    fake.fail_sends = True
+    with pytest.raises(UnavailableError, match="went back to the broker") as caught:
+        ours.retry(held, b'{"job":"urn:babel:t:x","attempts":1}', delay_ms=0)
+    assert "\n" not in str(caught.value)
+    assert fake.settles == []  # the original was neither accepted nor dead-lettered
+    fake.fail_sends = False
+    ours.ack(held)  # stale (its connection was dropped): ignored
+    assert fake.settles == []

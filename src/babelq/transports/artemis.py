@@ -395,6 +395,7 @@ class ArtemisTransport(BaseTransport):
         self._admin_conn: Any = None
         self._mgmt: tuple[Any, Any, str] | None = None  # Artemis: management sender, reply receiver, address
         self._warned_delay = False
+        self._warned_count = False
         self._closed = False
         self._keepalive: threading.Thread | None = None
         self._keepalive_stop = threading.Event()
@@ -639,7 +640,14 @@ class ArtemisTransport(BaseTransport):
             reply_to=reply_to,
             properties={"_AMQ_ResourceName": f"queue.{queue}", "_AMQ_OperationName": operation},
         )
-        sender.send(request)
+        try:
+            sender.send(request)
+        except (proton.utils.SendException, proton.utils.LinkDetached) as exc:
+            self._mgmt = None
+            raise ConfigurationError(
+                f"artemis: {self.where} refused a management request ({operation} on {queue!r}); "
+                "counting and purging need the manage permission on activemq.management"
+            ) from exc
         if not self._wait(lambda: bool(inbox.items), self.timeout):
             raise UnavailableError(f"artemis: {self.where}: no management reply for {operation} on {queue!r}")
         reply, delivery = inbox.items.popleft()
@@ -802,7 +810,13 @@ class ArtemisTransport(BaseTransport):
             # broker says some are waiting, give them up to a second to arrive.
             confirmed = True
             with self._lock:
-                waiting = self._with_reconnect(lambda: self._waiting_on_broker(queue, ready_only=True))
+                try:
+                    waiting = self._with_reconnect(lambda: self._waiting_on_broker(queue, ready_only=True))
+                except ConfigurationError as exc:  # no count available (e.g. no manage permission)
+                    if not self._warned_count:
+                        self._warned_count = True
+                        log.warning("artemis: %s; an empty reserve is not double-checked", exc)
+                    waiting = 0
             if not waiting:
                 return out
             deadline = time.monotonic() + 1.0
@@ -863,7 +877,7 @@ class ArtemisTransport(BaseTransport):
             if receipt is None:
                 return
             copy = resend_message(receipt.message, delays=self.delays, delay_ms=delay)
-            self._send_confirmed(delivery.queue, [copy])
+            self._once(lambda: self._send_confirmed(delivery.queue, [copy]))
             self._settle(delivery, "accepted")
             self._with_reconnect(self._flush)
 
@@ -882,12 +896,27 @@ class ArtemisTransport(BaseTransport):
                 and id(d.receipt.delivery) in self._held
             )
 
+    def _once(self, operation: Callable[[], Any]) -> Any:
+        """Run a step that belongs to a held delivery: no second try on a new connection (the
+        delivery went back with the old one), a dropped connection is an :class:`UnavailableError`."""
+        try:
+            return operation()
+        except (ConfigurationError, ArtemisPublishError, UnavailableError):
+            raise
+        except Exception as exc:
+            if not self._is_connection_error(exc):
+                raise
+            self._reset()
+            raise UnavailableError(
+                f"artemis: {self.where}: {redact_text(str(exc))} (the delivery went back to the broker)"
+            ) from exc
+
     def _republish(self, delivery: Delivery, queue: str, message: Any) -> None:
         """Publish (confirmed) then accept: a crash in between duplicates, never loses."""
         with self._lock:
             if self._live(delivery) is None:
                 return
-            self._send_confirmed(queue, [message])
+            self._once(lambda: self._send_confirmed(queue, [message]))
             self._settle(delivery, "accepted")
             self._with_reconnect(self._flush)
 
