@@ -15,6 +15,7 @@ been dispatched so far (not exactly n), and there are no tagged reservations.
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pulsar as real_pulsar  # the installed client, imported before any test swaps in the fake
 import pytest
 
 from babelq.envelope import make
@@ -190,6 +192,21 @@ def test_pulsar_fake_subscription_exists_before_the_first_message(
     managed.publish("kept", _body("kept"))
     [delivery] = make_transport().reserve("kept", timeout=2)
     assert delivery.body == _body("kept")
+
+
+def test_pulsar_fake_a_producer_that_may_not_subscribe_still_sends(
+    broker: fake_pulsar.FakeBroker,
+    pulsar_t: PulsarTransport,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def produce_only(self: Any, topic: str, subscription_name: str, **options: Any) -> None:
+        raise fake_pulsar.PulsarException("Pulsar error: AuthorizationError")
+
+    monkeypatch.setattr(fake_pulsar.Client, "subscribe", produce_only)
+    pulsar_t.publish("produce-only", _body("p"))
+    assert [s.topic for s in broker.sends] == ["persistent://public/default/produce-only"]
+    assert "could not make sure subscription 'babelqueue' exists" in caplog.text
 
 
 def test_pulsar_fake_key_and_delays(broker: fake_pulsar.FakeBroker, pulsar_t: PulsarTransport) -> None:
@@ -422,3 +439,50 @@ def test_pulsar_fake_runtime_retries_then_handles(pulsar_t: PulsarTransport, uni
 def test_importing_the_transports_does_not_import_pulsar() -> None:
     code = "import sys, babelq.transports; assert 'pulsar' not in sys.modules, 'imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_pulsar_fake_calls_fit_the_real_client(broker: fake_pulsar.FakeBroker) -> None:
+    """The fake is only worth what it shares with pulsar-client: every call the transport made
+    on it must bind to the installed client's real signatures, and every method and name the
+    fake offers must exist there too."""
+    transport = PulsarTransport.from_url(
+        "pulsar+ssl://127.0.0.1:6651?token=t&tls_trust_certs=/ca.pem&tls_allow_insecure=1"
+        "&tls_cert=/c.pem&tls_key=/k.pem&ack_timeout=20",
+        admin_url=broker.admin_url(),
+    )
+    env = make("urn:babel:orders:created", {"n": 1}, sharding_key="k")
+    transport.publish("fit", env.encode(), envelope=env, delay_ms=50)
+    transport.publish("fit", env.encode(), envelope=env)
+    [first] = TransportContract._drain(transport, "fit", 1, within=3)
+    transport.release(first)
+    transport.release(TransportContract._drain(transport, "fit", 1, within=3)[0], delay_ms=500)
+    got = TransportContract._drain(transport, "fit", 2, within=3)
+    transport.ack_many(got)
+    transport.close()
+
+    real = real_pulsar
+    for _, service, auth, options in broker.calls_named("Client"):
+        inspect.signature(real.Client.__init__).bind(None, service, authentication=auth, **options)
+    for _, topic, options in broker.calls_named("create_producer"):
+        inspect.signature(real.Client.create_producer).bind(None, topic, **options)
+    subscribes = broker.calls_named("subscribe")
+    assert len(subscribes) == 2  # the one that makes the subscription, the consuming one
+    for _, topic, name, options in subscribes:
+        kwargs = dict(options)
+        kwargs["message_listener"] = (lambda c, m: None) if kwargs.pop("listener") else None
+        kwargs["consumer_type"] = getattr(real.ConsumerType, kwargs["consumer_type"].name)
+        kwargs["initial_position"] = getattr(real.InitialPosition, kwargs["initial_position"].name)
+        inspect.signature(real.Client.subscribe).bind(None, topic, name, **kwargs)
+    sends = broker.calls_named("send")
+    assert {bool(r["deliver_after"]) for _, _, r in sends} == {True, False}
+    for _, _, record in sends:
+        kwargs = {k: v for k, v in record.items() if k != "content" and v is not None}
+        inspect.signature(real.Producer.send).bind(None, record["content"], **kwargs)
+
+    for cls in ("Client", "Producer", "Consumer", "Message"):
+        fake_methods = {n for n in vars(getattr(fake_pulsar, cls)) if not n.startswith("_")}
+        assert fake_methods <= set(dir(getattr(real, cls))), cls
+    for name in ("Timeout", "AlreadyClosed", "ConsumerBusy", "ConnectError", "InvalidConfiguration"):
+        assert issubclass(getattr(real, name), real.PulsarException)
+    assert {m.name for m in fake_pulsar.ConsumerType} <= set(real.ConsumerType.__members__)
+    assert {m.name for m in fake_pulsar.InitialPosition} == set(real.InitialPosition.__members__)

@@ -15,7 +15,8 @@ Why it looks the way it does:
   consumer that creates a subscription starts at the end by default. So before the first send
   to a topic the transport makes sure the subscription exists (a consumer with no receive
   window, subscribed at the earliest position and closed at once: nothing is dispatched to it),
-  and its own consumers subscribe at the earliest position. Turn it off with
+  and its own consumers subscribe at the earliest position. When that is refused (a
+  produce-only role) the send goes ahead with a warning. Turn it off with
   ``ensure_subscription=false`` when subscriptions are managed by the operator.
 * **At-least-once, connection-bound.** A received message stays with its consumer until it
   is acknowledged (``ack``), negatively acknowledged (``release``: the broker redelivers it,
@@ -353,7 +354,10 @@ class PulsarTransport(BaseTransport):
         """Create the Shared subscription at the earliest position if it does not exist yet.
 
         A consumer with a zero receive window gets no message dispatched, so subscribing and
-        closing it at once leaves only the durable subscription behind.
+        closing it at once leaves only the durable subscription behind. A producer may not be
+        allowed to consume (a produce-only role) or the topic may be partitioned (no zero
+        window there): then the send goes ahead with a warning instead of failing, since the
+        subscription may well exist already.
         """
         pulsar = self._module()
         try:
@@ -364,9 +368,20 @@ class PulsarTransport(BaseTransport):
                 receiver_queue_size=0,
                 initial_position=pulsar.InitialPosition.Earliest,
             )
-            consumer.close()
         except Exception as exc:
-            raise self._fail(f"create subscription {self.subscription!r} on", topic, exc) from exc
+            log.warning(
+                "pulsar: could not make sure subscription %r exists on %s (%s); if it does not, "
+                "the broker keeps nothing sent before a consumer subscribes "
+                "(ensure_subscription=false skips this step)",
+                self.subscription,
+                topic,
+                _one_line(exc),
+            )
+            return
+        try:
+            consumer.close()
+        except Exception as exc:  # the subscription exists; a failed close only leaks a consumer
+            log.debug("pulsar: closing the subscribing consumer: %s", _one_line(exc))
 
     def _feed(self, queue: str) -> _Feed:
         """The consumer of ``queue``, subscribed (with its listener) on first use."""
