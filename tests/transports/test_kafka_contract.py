@@ -452,6 +452,29 @@ def test_kafka_fake_bad_options_are_one_line_errors_naming_the_option(url: str, 
     assert "\n" not in text
 
 
+def test_kafka_fake_the_constructor_refuses_options_in_the_url() -> None:
+    with pytest.raises(ConfigurationError, match=r"^url: the constructor takes kafka://hosts only"):
+        KafkaTransport("kafka://b1:9092?group=ignored")
+    assert KafkaTransport("kafka://b1:9092/").group == "babelqueue"
+
+
+def test_kafka_fake_a_failed_re_injection_leaves_the_record_parked(
+    make_kafka: Callable[..., KafkaTransport], cluster: FakeKafkaCluster, unique_queue: str
+) -> None:
+    kafka, other = make_kafka(retry_tiers=TIERS), make_kafka(retry_tiers=TIERS)
+    kafka.publish(unique_queue, _body("parked"), delay_ms=100)
+    time.sleep(0.15)
+    cluster.fail_deliveries(unique_queue)  # the move to the work topic is not stored
+    assert kafka.reserve(unique_queue) == []  # one re-inject step, which fails
+    assert cluster.committed_offset("babelqueue-retry-reinject", f"{unique_queue}.retry.1") is None
+    assert kafka.size(unique_queue) == 1  # still parked, not lost
+    [back] = kafka.reserve(unique_queue, timeout=2)  # the next step moves it
+    assert back.body == _body("parked")
+    kafka.ack(back)
+    assert other.reserve(unique_queue, timeout=0.3) == []  # moved once: the re-inject group shares
+    assert len(cluster.records(unique_queue)) == 1
+
+
 def test_kafka_fake_credentials_never_show(cluster: FakeKafkaCluster) -> None:
     url = "kafka://alice:s3cret@b1:9092?sasl_password=t0psecret&sasl_mechanism=SCRAM-SHA-512"
     t = KafkaTransport.from_url(url, client_module=cluster.module())

@@ -297,6 +297,11 @@ class KafkaTransport(BaseTransport):
         if parts.scheme.lower() != "kafka":
             raise ConfigurationError(f"url: not a kafka:// URL ({where})")
         servers, user, password = _brokers(parts.netloc, where)
+        if parts.query or parts.path.strip("/") or parts.fragment:
+            raise ConfigurationError(
+                f"url: the constructor takes kafka://hosts only; options go through from_url / "
+                f"open_transport or as keywords ({where})"
+            )
         if not group:
             raise ConfigurationError(f"group: must not be empty ({where})")
         if not reinject_group:
