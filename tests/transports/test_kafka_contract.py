@@ -560,3 +560,30 @@ def test_kafka_fake_runtime_retries_through_tiers_then_dead_letters(
     assert json.loads(dead["failed"].value)["dead_letter"]["original_queue"] == unique_queue
     assert cluster.end_offset(unique_queue) == cluster.committed_offset("babelqueue", unique_queue) == 4
     assert kafka.size(unique_queue) == 0
+
+
+# -- the real client library, no broker --------------------------------------------------------------
+def test_kafka_real_client_takes_the_settings_and_reports_an_unreachable_broker() -> None:
+    """Not fake-backed: the installed confluent-kafka against a closed port. It proves the
+    librdkafka properties the transport sets are accepted (cooperative-sticky, the rebalance
+    callbacks, SASL over TLS) and that an unconfirmed write is a one-line error. No broker."""
+    pytest.importorskip("confluent_kafka")
+    t = KafkaTransport.from_url(
+        "kafka://alice:hunter2@127.0.0.1:1?delivery_timeout=1",
+        config={"socket.connection.setup.timeout.ms": 1000},
+    )
+    try:
+        with pytest.raises(KafkaDeliveryError) as caught:
+            t.publish("q", make("urn:babel:orders:created", {"n": 1}).encode())
+        text = str(caught.value)
+        assert text.startswith("kafka: the write to 'q' was not confirmed within 1.0s")
+        assert "hunter2" not in text and "\n" not in text
+        assert t.reserve("q", timeout=0.2) == []  # joined nothing, raised nothing
+    finally:
+        t.close()
+    with pytest.raises(ConfigurationError) as refused:
+        KafkaTransport.from_url(
+            "kafka://alice:hunter2@127.0.0.1:1", config={"no.such.property": "x"}
+        ).publish("q", b"x")
+    assert str(refused.value).startswith("config: the Kafka client refused its settings")
+    assert "no.such.property" in str(refused.value) and "hunter2" not in str(refused.value)
