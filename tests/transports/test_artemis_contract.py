@@ -478,3 +478,22 @@ def test_importing_the_transport_modules_does_not_import_proton() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"  # proton is imported when the transport is used
+
+
+def test_connect_errors_are_classified_from_protons_text() -> None:
+    transport = ArtemisTransport(f"artemis://guest:{SECRET}@h:5672")
+    refused = transport.connect_error(
+        "Connection amqp://h:5672 disconnected: Condition('amqp:unauthorized-access', "
+        "'Authentication failed [mech=PLAIN]')"
+    )
+    assert isinstance(refused, ConfigurationError) and str(refused).startswith("url: ")
+    assert "refused the credentials" in str(refused)
+    plugin_off = transport.connect_error(  # RabbitMQ without rabbitmq_amqp1_0 answers in 0-9-1
+        "Connection amqp://h:5672 disconnected: Condition('amqp:connection:framing-error', "
+        "\"Expected SASL protocol header got: Unknown protocol ['AMQP\\x00\\x00\\x09\\x01']\")"
+    )
+    assert isinstance(plugin_off, ConfigurationError) and "does not speak AMQP 1.0" in str(plugin_off)
+    down = transport.connect_error("Connection amqp://h:5672 disconnected: Condition('proton:io', 'refused')")
+    assert isinstance(down, UnavailableError) and not isinstance(down, ConfigurationError)
+    for error in (refused, plugin_off, down):
+        assert SECRET not in str(error) and "\n" not in str(error) and "guest:***@h:5672" in str(error)

@@ -480,12 +480,22 @@ class ArtemisTransport(BaseTransport):
         try:
             return proton.utils.BlockingConnection(f"{scheme}://{self.host}:{self.port}", **kwargs)
         except Exception as exc:
-            text = redact_text(str(exc))
-            if "unauthorized" in text.lower() or "sasl" in text.lower():
-                raise ConfigurationError(
-                    f"url: {self.where} refused the credentials (user {self.username!r}): {text}"
-                ) from exc
-            raise UnavailableError(f"artemis: cannot connect to {self.where}: {text}") from exc
+            raise self.connect_error(redact_text(str(exc))) from exc
+
+    def connect_error(self, text: str) -> BabelqError:
+        """What a failed connect means, from proton's (redacted) text: refused credentials and a
+        listener that does not speak AMQP 1.0 are configuration; anything else is an outage."""
+        lowered = text.lower()
+        if "unauthorized-access" in lowered or "authentication failed" in lowered:
+            return ConfigurationError(
+                f"url: {self.where} refused the credentials (user {self.username!r}): {text}"
+            )
+        if "framing-error" in lowered and "protocol header" in lowered:
+            return ConfigurationError(
+                f"url: {self.where} does not speak AMQP 1.0 (on RabbitMQ enable the rabbitmq_amqp1_0 "
+                f"plugin, or check the port): {text}"
+            )
+        return UnavailableError(f"artemis: cannot connect to {self.where}: {text}")
 
     def _reset(self) -> None:
         """Forget a broken connection: its unsettled deliveries are already back on their queues."""
