@@ -3,8 +3,8 @@
 No Pulsar broker runs here, so the Pulsar transports (babelq's and the ``babelqueue``
 package's) are exercised against this recording fake of the client library's API surface both
 of them call: :class:`Client` (``create_producer``, ``subscribe``, ``close``),
-:class:`Producer` (``send`` with ``properties``/``partition_key``/``deliver_at``/
-``deliver_after``), :class:`Consumer` (``receive``, ``acknowledge``,
+:class:`Producer` (``send``/``send_async`` with ``properties``/``partition_key``/
+``deliver_at``/``deliver_after``, ``flush``), ``Result``, :class:`Consumer` (``receive``, ``acknowledge``,
 ``negative_acknowledge``, ``pause_message_listener``/``resume_message_listener``, ``close``),
 :class:`Message` (``data``, ``properties``, ``message_id``, ``redelivery_count``,
 ``publish_timestamp``, ``partition_key``), ``ConsumerType``, ``InitialPosition``,
@@ -101,6 +101,13 @@ class ConsumerType(enum.Enum):
     Shared = 1
     Failover = 2
     KeyShared = 3
+
+
+class Result(enum.Enum):
+    Ok = 0
+    UnknownError = 1
+    Timeout = 5
+    ProducerQueueIsFull = 15
 
 
 class InitialPosition(enum.Enum):
@@ -201,6 +208,8 @@ class FakeBroker:
         self._server: ThreadingHTTPServer | None = None
         #: True: the broker pushes nothing to consumers (a busy broker, a cold ledger read)
         self.hold_dispatch = False
+        #: how many of the next ``send_async`` calls the broker refuses
+        self.fail_sends = 0
 
     # -- recording --
     def record(self, *call: Any) -> None:
@@ -560,8 +569,43 @@ class Producer:
         broker.record("send", self._topic, record)
         return broker.store(self._topic, record)
 
+    def send_async(  # noqa: PLR0917 - the client's signature, positional arguments included
+        self,
+        content: bytes,
+        callback: Callable[[Result, MessageId | None], None],
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: timedelta | None = None,
+    ) -> None:
+        """Stores the message and answers ``callback`` at once (the real client answers later,
+        on its own thread). ``fail_sends`` on the broker makes it answer with an error."""
+        broker = self._client._broker
+        if broker.fail_sends:
+            broker.fail_sends -= 1
+            callback(Result.UnknownError, None)
+            return
+        message_id = self.send(
+            content,
+            properties,
+            partition_key,
+            ordering_key,
+            sequence_id,
+            replication_clusters,
+            disable_replication,
+            event_timestamp,
+            deliver_at,
+            deliver_after,
+        )
+        callback(Result.Ok, message_id)
+
     def flush(self) -> None:
-        return None
+        self._client._broker.record("flush", self._topic)
 
     def close(self) -> None:
         self._closed = True
@@ -886,6 +930,7 @@ def module() -> types.ModuleType:
         "MessageId",
         "ConsumerType",
         "InitialPosition",
+        "Result",
         "AuthenticationToken",
         "PulsarException",
         "Timeout",

@@ -209,6 +209,25 @@ def test_pulsar_fake_a_producer_that_may_not_subscribe_still_sends(
     assert "could not make sure subscription 'babelqueue' exists" in caplog.text
 
 
+def test_pulsar_fake_publish_many_is_pipelined_and_refusals_raise(
+    broker: fake_pulsar.FakeBroker, pulsar_t: PulsarTransport
+) -> None:
+    pulsar_t.publish_many("batch", [Outgoing(_body("b", i)) for i in range(5)])
+    assert [c[0] for c in broker.calls_named("send", "flush")] == ["send"] * 5 + ["flush"]
+    assert [s.content for s in broker.sends] == [_body("b", i) for i in range(5)]
+    [(_, _, options)] = broker.calls_named("create_producer")
+    assert options == {"block_if_queue_full": True}
+    broker.fail_sends = 2
+    with pytest.raises(PulsarError) as caught:
+        pulsar_t.publish_many("batch", [Outgoing(_body("c", i)) for i in range(4)])
+    message = str(caught.value)
+    assert message.startswith(
+        "pulsar: the broker refused 2 of 4 messages to persistent://public/default/batch"
+    )
+    assert "\n" not in message
+    assert len(broker.sends) == 7  # the other two were stored: at-least-once, not all-or-nothing
+
+
 def test_pulsar_fake_key_and_delays(broker: fake_pulsar.FakeBroker, pulsar_t: PulsarTransport) -> None:
     keyed = make("urn:babel:orders:created", {"n": 1}, sharding_key="customer-7")
     pulsar_t.publish("d", keyed.encode(), envelope=keyed)

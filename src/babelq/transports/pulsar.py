@@ -48,6 +48,8 @@ Why it looks the way it does:
   ``reserved`` and ``purge`` use the broker's admin REST API (``admin_url``, by default the
   service host on port 8080, or 8443 for ``pulsar+ssl``): the subscription's ``msgBacklog``,
   ``unackedMessages`` and ``msgDelayed`` from the topic stats, and ``skip_all``.
+* **Batches.** ``publish_many`` pipelines: ``send_async`` per message (the producer waits for
+  room in its queue rather than refusing), one ``flush``, then every broker answer is checked.
 * **Threads.** pulsar-client's producers and consumers are thread-safe; the transport's own
   maps and buffers sit behind one condition variable, so a transport may be shared by threads.
 """
@@ -344,7 +346,8 @@ class PulsarTransport(BaseTransport):
                 self._make_subscription(client, topic)
                 self._subscribed.add(queue)
             try:
-                producer = client.create_producer(topic)
+                # a batch waits for room in the client's send queue instead of failing
+                producer = client.create_producer(topic, block_if_queue_full=True)
             except Exception as exc:
                 raise self._fail("create a producer on", topic, exc) from exc
             self._producers[queue] = producer
@@ -472,9 +475,46 @@ class PulsarTransport(BaseTransport):
         self._send(queue, body, self._send_arguments(body, envelope, delay_ms))
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
-        for message in messages:
-            self._send(
-                queue, message.body, self._send_arguments(message.body, message.envelope, message.delay_ms)
+        """Pipelined: every message goes out with ``send_async``, then one ``flush`` waits until
+        the broker has stored them all. Any refusal raises (the batch may then be partly
+        stored: at-least-once)."""
+        if len(messages) <= 1:
+            for message in messages:
+                self.publish(queue, message.body, envelope=message.envelope, delay_ms=message.delay_ms)
+            return
+        prepared = [(m.body, self._send_arguments(m.body, m.envelope, m.delay_ms)) for m in messages]
+        producer = self._producer(queue)
+        ok = self._module().Result.Ok
+        topic = self.topic(queue)
+        lock = threading.Lock()
+        all_sent = threading.Event()
+        failures: list[str] = []
+        pending = [len(prepared)]
+
+        def sent(result: Any, message_id: Any) -> None:
+            # Runs on the client's thread; pulsar-client ends the process if a callback raises.
+            with lock:
+                if result != ok:
+                    failures.append(str(result))
+                pending[0] -= 1
+                if pending[0] == 0:
+                    all_sent.set()
+
+        try:
+            for body, kwargs in prepared:
+                producer.send_async(bytes(body), sent, **kwargs)
+            producer.flush()
+        except Exception as exc:
+            raise self._fail("send a batch to", topic, exc) from exc
+        if not all_sent.wait(self.operation_timeout):
+            raise PulsarError(
+                f"pulsar: {pending[0]} of {len(prepared)} messages to {topic} were not confirmed "
+                f"within {self.operation_timeout} s"
+            )
+        if failures:
+            raise PulsarError(
+                f"pulsar: the broker refused {len(failures)} of {len(prepared)} messages to {topic} "
+                f"({failures[0]})"
             )
 
     # -- reserving -------------------------------------------------------------------------
