@@ -493,3 +493,45 @@ def test_frame_and_unframe_are_pure_and_match_babelqueue() -> None:
         assert unframe(stored) == (stored, {})
     with pytest.raises(ValueError, match="UTF-8"):
         frame(b"\xff", {"a": "b"})
+
+
+def test_laravel_layout_a_crashed_reservation_comes_back_to_the_other_sdk_one_attempt_on(
+    url: str, unique_queue: str, raw: Any
+) -> None:
+    """Laravel's recovery, across SDKs: a reservation that lapses returns as the reserved member
+    (``attempts`` + 1), whichever SDK took it and whichever SDK's reserve moves it back."""
+    theirs = TheirRedis(url, laravel_compat=True, retry_after=1)
+    body = make(URN, {"k": "crash", "fail": 0}, queue=unique_queue).encode()
+    with open_transport(f"{url}?laravel=1&visibility_timeout=1") as ours:
+        ours.publish(unique_queue, body)
+        [taken] = ours.reserve(unique_queue, timeout=1)  # babelq "crashes": never settled
+        assert json.loads(taken.body)["attempts"] == 0
+        got = None
+        end = time.monotonic() + 5
+        while got is None and time.monotonic() < end:
+            got = theirs.pop(unique_queue, timeout=0.5)
+        assert got is not None and json.loads(got.body)["attempts"] == 1  # babelqueue recovered it
+        # babelqueue "crashes" too; babelq recovers it in turn
+        [again] = ours.reserve(unique_queue, timeout=5)
+        assert json.loads(again.body)["attempts"] == 2
+        assert json.loads(again.body)["meta"] == json.loads(body)["meta"]
+        ours.ack(again)
+        base = f"queues:{unique_queue}"
+        assert_empty(raw, [base, f"{base}:reserved", f"{base}:delayed", f"{base}:notify"])
+
+
+def test_laravel_layout_poison_from_babelqueue_is_dead_lettered_by_babelq(
+    url: str, unique_queue: str, raw: Any
+) -> None:
+    TheirRedis(url, laravel_compat=True).publish(unique_queue, "not json")
+    app = App(f"{url}?laravel=1", queue=unique_queue, poll_timeout=0.2)
+    try:
+        assert app.drain(max_messages=1, timeout=5) == 1
+        base = f"queues:{unique_queue}"
+        [dead] = raw.lrange(f"{base}.dlq", 0, -1)
+        record = json.loads(dead)
+        assert record["raw"] == "not json" and record["dead_letter"]["reason"] == "poison"
+        assert raw.lrange(f"{base}.dlq:notify", 0, -1) == [b"1"]
+        assert_empty(raw, [base, f"{base}:reserved", f"{base}:delayed", f"{base}:notify"])
+    finally:
+        app.close()
