@@ -204,3 +204,23 @@ def test_direct_construction_of_a_received_document() -> None:
     assert env.accepts()
     assert env.encode() == (b'{"job":"urn:babel:a:b","trace_id":"t","data":{"f":1e-05},'
                             b'"meta":{"schema_version":1},"attempts":0}')
+
+
+def test_with_data_replaces_only_data_and_keeps_the_key_order() -> None:
+    original = decode(b'{"job":"urn:babel:a:b","data":{"n":1},"meta":{"id":"x"},"attempts":2,"extra":true}')
+    changed = original.with_data({"n": 2, "name": "\u00e9"})
+    assert changed.data == {"n": 2, "name": "\u00e9"} and original.data == {"n": 1}
+    assert json.loads(changed.encode()) == {
+        "job": "urn:babel:a:b",
+        "data": {"n": 2, "name": "\u00e9"},
+        "meta": {"id": "x"},
+        "attempts": 2,
+        "extra": True,
+    }
+    assert list(json.loads(changed.encode())) == ["job", "data", "meta", "attempts", "extra"]
+
+
+def test_with_data_refuses_what_json_cannot_carry() -> None:
+    env = make("urn:babel:a:b", {"n": 1})
+    with pytest.raises(EnvelopeError, match=r"data\.bad"):
+        env.with_data({"bad": float("nan")})

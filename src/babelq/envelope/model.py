@@ -302,6 +302,18 @@ class Envelope:
         needs_std = None if self._floats is None else self._floats or bool(block_flags & NEEDS_STD_ENCODER)
         return self._derive(doc, needs_std)
 
+    def with_data(self, data: Mapping[str, Any]) -> Envelope:
+        """A copy whose ``data`` is ``data`` (publish middleware: protected fields, a migration).
+
+        Raises :class:`EnvelopeError` (path ``data...``) if ``data`` is not pure JSON.
+        """
+        data = dict(data)
+        data_flags = problem_flags(data, "data")
+        doc = self._publishable_copy()
+        doc["data"] = data
+        needs_std = None if self._floats is None else self._floats or bool(data_flags & NEEDS_STD_ENCODER)
+        return self._derive(doc, needs_std)
+
     def without_dead_letter(self) -> Envelope:
         """A copy with the ``dead_letter`` member removed."""
         doc = self._publishable_copy()

@@ -39,7 +39,7 @@ from babelq.runtime import context
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.consumer import Consumer, Limits, Tuning
 from babelq.runtime.counters import Counters
-from babelq.runtime.middleware import Middleware
+from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware, compose_publish
 from babelq.runtime.outage import RetryPause, broker_label, one_line
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
@@ -84,6 +84,7 @@ class App:
         max_delay_ms: int = 900_000,
         unavailable_delay_ms: int = UNAVAILABLE_DELAY_MS,
         middleware: Sequence[Middleware] = (),
+        publish_middleware: Sequence[PublishMiddleware] = (),
         grace_period: float = 30.0,
         poll_timeout: float = 1.0,
         strict_urns: bool = False,
@@ -123,6 +124,7 @@ class App:
         )
         for layer in middleware:
             self.router.use(layer)
+        self._publish_layers: list[PublishMiddleware] = list(publish_middleware)
         self._pipeline = Pipeline(
             self.router, self.counters, self.log, unavailable_delay_ms=min(unavailable_delay_ms, max_delay_ms)
         )
@@ -269,6 +271,43 @@ class App:
         self.router.use(middleware)
         return self
 
+    def use_publish(self, middleware: PublishMiddleware) -> App:
+        """Add publish middleware around every publish (after those already added)."""
+        self._publish_layers.append(middleware)
+        return self
+
+    def _emit(self, publications: Sequence[Publication]) -> list[str]:
+        """Run ``publications`` through the publish middleware, then hand them to the transport.
+
+        Without publish middleware this is one ``publish``/``publish_many`` call. With it, each
+        publication passes the chain alone and what comes out is published as one batch per queue.
+        """
+        if not self._publish_layers:
+            out = publications
+        else:
+            passed: list[Publication] = []
+            chain = compose_publish(self._publish_layers, passed.append)
+            for publication in publications:
+                chain(publication)
+            out = passed
+        transport = self.transport
+        by_queue: dict[str, list[Publication]] = {}
+        for publication in out:
+            by_queue.setdefault(publication.queue, []).append(publication)
+        for queue, group in by_queue.items():
+            if any(p.headers for p in group):
+                for p in group:  # headers travel one publication at a time
+                    send: Any = transport.publish
+                    body = p.envelope.encode()
+                    send(queue, body, envelope=p.envelope, delay_ms=p.delay_ms, headers=p.headers)
+            elif len(group) == 1:
+                p = group[0]
+                transport.publish(queue, p.envelope.encode(), envelope=p.envelope, delay_ms=p.delay_ms)
+            else:
+                outgoing = [Outgoing(p.envelope.encode(), p.envelope, p.delay_ms) for p in group]
+                transport.publish_many(queue, outgoing)
+        return [p.envelope.id for p in out]
+
     # -- producing --------------------------------------------------------------------------------
     def _trace(self, trace_id: str | None) -> str | None:
         if trace_id is not None:
@@ -304,16 +343,14 @@ class App:
         envelope = make(
             urn, data, queue=target, trace_id=self._trace(trace_id), strict=self.strict_urns, **extensions
         )
-        self.transport.publish(
-            target, envelope.encode(), envelope=envelope, delay_ms=self._delay(delay_ms, extensions)
-        )
+        self._emit([Publication(target, envelope, self._delay(delay_ms, extensions))])
         return envelope.id
 
     def send(self, envelope: Envelope, *, queue: str | None = None, delay_ms: int = 0) -> str:
         """Publish an envelope made elsewhere (``message.child(...)``, a replay); returns its id."""
         target = queue or envelope.queue or self.queue
         delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
-        self.transport.publish(target, envelope.encode(), envelope=envelope, delay_ms=delay)
+        self._emit([Publication(target, envelope, delay)])
         return envelope.id
 
     def publish_many(
@@ -332,7 +369,7 @@ class App:
         target = queue or self.queue
         trace = self._trace(trace_id)
         delay = self._delay(delay_ms, extensions)
-        batch: list[Outgoing] = []
+        batch: list[Publication] = []
         for item in messages:
             if isinstance(item, Envelope):
                 envelope = item
@@ -343,10 +380,8 @@ class App:
                     urn, data, queue=target, trace_id=trace, strict=self.strict_urns, **extensions
                 )
                 item_delay = delay
-            batch.append(Outgoing(envelope.encode(), envelope, item_delay))
-        if batch:
-            self.transport.publish_many(target, batch)
-        return [out.envelope.id for out in batch if out.envelope is not None]
+            batch.append(Publication(target, envelope, item_delay))
+        return self._emit(batch) if batch else []
 
     # -- consuming --------------------------------------------------------------------------------
     def _consume(self, queue: str | None, limits: Limits, handle_signals: bool) -> int:

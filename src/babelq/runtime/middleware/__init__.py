@@ -6,13 +6,21 @@ message), pass a different message on (``message.with_data(...)``) or inspect wh
 rest of the chain decided. It never talks to the broker: settling is done once, by
 :mod:`babelq.runtime.settle`. The built-in chain is assembled in
 :mod:`babelq.runtime.pipeline`.
+
+The publish side has its own chain: a **publish middleware** is any callable
+``(publication, call_next) -> None`` around every ``App.publish``/``send``/``publish_many``.
+It may replace the envelope (``dataclasses.replace(publication, envelope=...)``: protect
+fields, check the schema) or add native headers (a ``traceparent``) before passing it on; the
+innermost step hands the body to the transport. Refusing a publication is raising.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from babelq.envelope import Envelope
 from babelq.runtime.message import Message
 from babelq.runtime.outcome import Outcome
 
@@ -41,4 +49,48 @@ def _bind(layer: Middleware, call_next: Next) -> Next:
     return step
 
 
-__all__ = ["Middleware", "Next", "compose"]
+@dataclass(slots=True, frozen=True)
+class Publication:
+    """One envelope on its way to ``queue``: what publish middleware sees and may replace."""
+
+    queue: str
+    envelope: Envelope
+    delay_ms: int = 0
+    #: native broker headers to send beside the body (AMQP headers, SQS attributes, a Redis frame)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+#: The rest of the publish chain, as seen from a publish middleware.
+PublishNext = Callable[[Publication], None]
+
+
+class PublishMiddleware(Protocol):
+    """``(publication, call_next) -> None``; plain functions qualify."""
+
+    def __call__(self, publication: Publication, call_next: PublishNext, /) -> None: ...
+
+
+def compose_publish(middleware: Sequence[PublishMiddleware], inner: PublishNext) -> PublishNext:
+    """``inner`` wrapped by publish ``middleware`` (the first element is the outermost)."""
+    chain = inner
+    for layer in reversed(middleware):
+        chain = _bind_publish(layer, chain)
+    return chain
+
+
+def _bind_publish(layer: PublishMiddleware, call_next: PublishNext) -> PublishNext:
+    def step(publication: Publication) -> None:
+        layer(publication, call_next)
+
+    return step
+
+
+__all__ = [
+    "Middleware",
+    "Next",
+    "Publication",
+    "PublishMiddleware",
+    "PublishNext",
+    "compose",
+    "compose_publish",
+]
