@@ -18,7 +18,11 @@ TOPIC_PREFIX: Final = "persistent://public/default/"
 
 
 def project(doc: Doc) -> dict[str, str]:
-    """The message properties for sending ``doc`` (plus ``bq-delay`` when ``meta.deliver_at`` is set)."""
+    """The message properties for sending ``doc``.
+
+    ``bq-delay`` is not among them: it mirrors the delay of one particular send (relative ms,
+    known only when sending), so the transport adds it with :func:`delay_properties`.
+    """
     body = document(doc)
     meta = meta_of(body)
     props: dict[str, str] = {}
@@ -32,9 +36,6 @@ def project(doc: Doc) -> dict[str, str]:
     ):
         if value is not None:
             props[name] = str(value)
-    deliver_at = integer(meta, "deliver_at")
-    if deliver_at is not None:
-        props.update(delay_properties(deliver_at))
     return props
 
 
@@ -61,6 +62,10 @@ def partition_key(doc: Doc) -> str | None:
     return text(meta_of(document(doc)), "sharding_key")
 
 
-def delay_properties(deliver_at_ms: int) -> dict[str, str]:
-    """The ``bq-delay`` mirror of a native deliverAt (epoch ms)."""
-    return {"bq-delay": str(deliver_at_ms)}
+def delay_properties(delay_ms: int) -> dict[str, str]:
+    """The ``bq-delay`` mirror of a native deliverAfter/deliverAt: the delay in ms from the send.
+
+    Milliseconds of delay, like the Kafka binding's ``bq-delay`` header, not an epoch: a
+    consumer reads how long the message was held back without knowing the producer's clock.
+    """
+    return {"bq-delay": str(delay_ms)}

@@ -446,20 +446,19 @@ class PulsarTransport(BaseTransport):
             # A JSON object without an integer ``attempts`` (a dead-letter record, a foreign
             # body) still says 0, as the babelqueue package writes it: attempts start at 0.
             properties.setdefault("bq-attempts", "0")
-        properties.pop("bq-delay", None)  # written below, only when this send is delayed
         kwargs: dict[str, Any] = {"properties": properties}
         key = binding.partition_key(doc) if doc is not None else None
         if key:
             kwargs["partition_key"] = key
         if delay_ms > 0:
             kwargs["deliver_after"] = timedelta(milliseconds=delay_ms)
-            properties["bq-delay"] = str(delay_ms)
+            properties.update(binding.delay_properties(delay_ms))
         elif doc is not None:
             deliver_at = doc.deliver_at
             now = _now_ms()
             if deliver_at is not None and deliver_at > now:
                 kwargs["deliver_at"] = deliver_at
-                properties["bq-delay"] = str(deliver_at - now)
+                properties.update(binding.delay_properties(deliver_at - now))
         return kwargs
 
     def _send(self, queue: str, body: bytes, kwargs: Mapping[str, Any]) -> None:
@@ -638,7 +637,7 @@ class PulsarTransport(BaseTransport):
         if not self._holds(held):
             return
         properties = dict(held.message.properties())
-        properties["bq-delay"] = str(delay_ms)
+        properties.update(binding.delay_properties(delay_ms))
         kwargs: dict[str, Any] = {"properties": properties, "deliver_after": timedelta(milliseconds=delay_ms)}
         key = held.message.partition_key()
         if key:
