@@ -63,6 +63,11 @@ DEFERRED = "deferred"
 UNKNOWN_URN = "unknown_urn"
 #: the cause of a message dead-lettered because its attempts ran out and its failure named none
 MAX_ATTEMPTS = "max_attempts"
+#: the cause of a message whose ``data`` breaks its URN's JSON Schema (:mod:`babelq.schema.middleware`):
+#: dead-lettered at once with reason ``failed``, never retried (the same data fails every time). Not a
+#: rule of :data:`ORDER`: like settle's JSON Schema check (whose wider cause ``invalid`` also covers
+#: Service A's validation verdict) it runs in the handler's stage, after the rules.
+SCHEMA = "schema"
 
 #: The longest a message is put back for (SQS's cap on a native delay, 15 minutes); a message
 #: deferred for longer comes back and is deferred again.
@@ -126,6 +131,11 @@ def expired_error(expire_at: int, now_ms: int) -> str:
 
 def unknown_urn_error(urn: str) -> str:
     return f"no handler is registered for URN {urn!r}"
+
+
+def schema_error(problems: str) -> str:
+    """``problems``: ``"<JSON path>: <message>"`` texts (``$.amount: -5 is less than the minimum of 0``)."""
+    return f"schema: {problems}"
 
 
 @dataclass(frozen=True, slots=True)
