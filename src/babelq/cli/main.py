@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("babelq.cli")
 
-COMMANDS: Final = ("encode", "inspect", "conformance", "worker", "demo", "ingest", "settle", "dlq")
+COMMANDS: Final = (
+    "encode", "inspect", "conformance", "worker", "demo", "ingest", "settle", "dlq", "outbox", "relay",
+)
 
 #: Top-level module of an optional dependency -> the extra that installs it.
 EXTRAS: Final = {
