@@ -12,15 +12,41 @@ Validation is opt-in: a URN without a registered schema validates as-is.
 ["$: 'order_id' is a required property"]
 
 :func:`sensitive_paths` lists the fields a schema marks ``"x-gdpr-sensitive": true``.
+
+The runtime's checks (:mod:`babelq.schema.middleware`): :class:`CheckSchema` dead-letters a
+consumed message whose data breaks its schema, :class:`CheckSchemaOnPublish` refuses such a
+publish with :class:`SchemaViolationError`. They are imported on first use, so importing
+``babelq.schema`` does not load the runtime.
 """
+
+from typing import Any
 
 from babelq.schema.registry import SchemaRegistry, default_registry, validate
 from babelq.schema.sensitive import SENSITIVE_KEYWORD, sensitive_paths
 from babelq.schema.validation import compile_schema, validate_data
 
+_LAZY = {
+    "CheckSchema": "babelq.schema.middleware",
+    "CheckSchemaOnPublish": "babelq.schema.middleware",
+    "SchemaViolationError": "babelq.schema.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'babelq.schema' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "SENSITIVE_KEYWORD",
+    "CheckSchema",
+    "CheckSchemaOnPublish",
     "SchemaRegistry",
+    "SchemaViolationError",
     "compile_schema",
     "default_registry",
     "sensitive_paths",

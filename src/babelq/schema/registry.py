@@ -9,7 +9,8 @@ Schemas come from code (:meth:`SchemaRegistry.register`) or from JSON files
   (``urn:babel:orders:created.schema.json``).
 
 A directory loads every ``*.json`` file in it (sorted, not recursive). Validators are
-compiled once per URN, on first use.
+compiled once per URN, when the schema is registered, and kept with the marked fields whose
+values an error text must not quote (:func:`~babelq.schema.validation.hidden_patterns`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from babelq.errors import ConfigurationError
-from babelq.schema.validation import compile_schema, errors_of
+from babelq.schema.validation import Pattern, compile_schema, errors_of, hidden_patterns
 
 URN_KEYWORD: Final = "x-babel-urn"
 
@@ -40,14 +41,14 @@ class SchemaRegistry:
 
     def __init__(self) -> None:
         self._schemas: dict[str, Mapping[str, Any] | bool] = {}
-        self._compiled: dict[str, Any] = {}
+        self._compiled: dict[str, tuple[Any, tuple[Pattern, ...]]] = {}
         self._lock = threading.Lock()
 
     def register(self, urn: str, schema: Mapping[str, Any] | bool) -> None:
         """Register (or replace) the schema of ``urn``'s data; raises if the schema is invalid."""
         if type(urn) is not str or not urn:
             raise ConfigurationError(f"urn must be a non-empty string, got {urn!r}")
-        compiled = compile_schema(schema)
+        compiled = (compile_schema(schema), hidden_patterns(schema))
         with self._lock:
             self._schemas[urn] = schema
             self._compiled[urn] = compiled
@@ -114,10 +115,20 @@ class SchemaRegistry:
         compiled = self._compiled.get(urn)
         if compiled is None:
             return [f"$: no schema is registered for {urn!r}"] if required else []
-        return errors_of(compiled, data)
+        validator, hidden = compiled
+        if validator.is_valid(data):  # the common case: one pass, no error objects
+            return []
+        return errors_of(validator, data, hidden)
 
     def is_valid(self, urn: str, data: Any) -> bool:
-        return not self.validate(urn, data)
+        compiled = self._compiled.get(urn)
+        return compiled is None or bool(compiled[0].is_valid(data))
+
+    def validator(self, urn: str) -> Any:
+        """The compiled jsonschema validator of ``urn`` (None without a schema), for callers
+        that want jsonschema's own error objects."""
+        compiled = self._compiled.get(urn)
+        return None if compiled is None else compiled[0]
 
 
 #: The process-wide registry used by :func:`validate` when none is passed.

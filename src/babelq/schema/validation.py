@@ -5,14 +5,32 @@ minimum of 0``), sorted by path so the output is stable. The draft comes from th
 schema's ``$schema`` (Draft 7 and 2020-12, and whatever else jsonschema supports); a
 schema without one is read as 2020-12. ``format`` is asserted (uuid, date-time, email...),
 because a payload schema that says ``"format": "uuid"`` means it.
+
+Personal data never reaches an error text. jsonschema's messages quote the value
+(``'ann@example.org' is not a 'email'``), and these texts end up in logs and in the
+``dead_letter.error`` of a DLQ message whose data is otherwise ciphertext. So an error whose
+value is, contains or lies inside a field the schema marks ``"x-gdpr-sensitive": true``
+(:func:`hidden_patterns`) is written without the value:
+``$.email: value not shown (x-gdpr-sensitive), fails "format": "email"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from babelq.errors import ConfigurationError
+from babelq.schema.sensitive import sensitive_paths
+
+#: One marked field as steps: a key, ``"*"`` (any key) or ``"[]"`` (any array item).
+Pattern = tuple[str, ...]
+#: keywords whose jsonschema message names keys, never the value itself
+_VALUE_FREE: Final = frozenset(
+    {"required", "additionalProperties", "dependentRequired", "unevaluatedProperties"}
+)
+#: the longest text of one error (a message may quote a whole object)
+MAX_ERROR_CHARS: Final = 300
 
 
 def _jsonschema() -> Any:
@@ -40,13 +58,67 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Any:
     return cls(body, format_checker=cls.FORMAT_CHECKER)
 
 
-def errors_of(validator: Any, value: Any) -> list[str]:
-    """Every error of ``value`` against a compiled validator, as ``"<path>: <message>"``."""
-    found = [(error.json_path, error.message) for error in validator.iter_errors(value)]
+def hidden_patterns(schema: Mapping[str, Any] | bool) -> tuple[Pattern, ...]:
+    """The fields ``schema`` marks ``x-gdpr-sensitive``, as step patterns for :func:`errors_of`."""
+    patterns: list[Pattern] = []
+    for path in sensitive_paths(schema):
+        steps: list[str] = []
+        for part in path.split("."):
+            name = part
+            items = 0
+            while name.endswith("[]"):
+                name, items = name[:-2], items + 1
+            steps.append(name)
+            steps.extend(["[]"] * items)
+        patterns.append(tuple(steps))
+    return tuple(patterns)
+
+
+def _touches(where: Sequence[Any], patterns: Iterable[Pattern]) -> bool:
+    """Whether the value at ``where`` is, contains or lies inside a marked field."""
+    for pattern in patterns:
+        for step, want in zip(where, pattern, strict=False):
+            if want == "[]":
+                if type(step) is not int:
+                    break
+            elif type(step) is int or want not in ("*", step):
+                break
+        else:
+            return True
+    return False
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())  # one line, whatever the message quoted
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _hidden_message(error: Any) -> str:
+    if error.validator in _VALUE_FREE:
+        return str(error.message)
+    try:
+        wanted = json.dumps(error.validator_value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except ValueError:
+        wanted = "…"
+    if len(wanted) > 80:
+        wanted = wanted[:79] + "…"
+    return f'value not shown (x-gdpr-sensitive), fails "{error.validator}": {wanted}'
+
+
+def errors_of(validator: Any, value: Any, hidden: Sequence[Pattern] = ()) -> list[str]:
+    """Every error of ``value`` against a compiled validator, as ``"<path>: <message>"``.
+
+    ``hidden``: the marked fields (:func:`hidden_patterns`) whose values must not be quoted.
+    """
+    found = []
+    for error in validator.iter_errors(value):
+        secret = hidden and _touches(error.absolute_path, hidden)
+        message = _hidden_message(error) if secret else error.message
+        found.append((error.json_path, message))
     found.sort()
-    return [f"{path}: {message}" for path, message in found]
+    return [_clip(f"{path}: {message}") for path, message in found]
 
 
 def validate_data(schema: Mapping[str, Any] | bool, value: Any) -> list[str]:
     """Errors of ``value`` against ``schema`` (compiles it each call; registries cache)."""
-    return errors_of(compile_schema(schema), value)
+    return errors_of(compile_schema(schema), value, hidden_patterns(schema))
