@@ -65,6 +65,8 @@ class TransportContract:
     gated_settle: ClassVar[bool] = True
     #: reserve_tagged / renew_tagged / ack_tagged / release_tagged work (tagged_reservations)
     supports_tagged: ClassVar[bool] = True
+    #: publish(headers=...) carries string headers beside the body to Delivery.carried_headers
+    supports_headers: ClassVar[bool] = True
 
     # -- fixtures --------------------------------------------------------------------------
 
@@ -737,3 +739,41 @@ class TransportContract:
         for bad in ("", "ABCDEF0123456789ABCDEF0123456789", "0123", "g" * 32, self.TAG_A + "0"):
             with pytest.raises(ValueError, match="tag"):
                 transport.reserve_tagged(unique_queue, bad, max_messages=1)
+
+    # -- carried headers (publish(headers=...): a W3C traceparent rides here) ----------------
+
+    HEADERS: ClassVar[dict[str, str]] = {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "congo=t61rcWkgMzE",
+    }
+
+    def test_publish_with_headers_delivers_them_beside_the_body(
+        self, transport: Transport, unique_queue: str
+    ) -> None:
+        self._need("supports_headers")
+        body = _body("headers")
+        transport.publish(unique_queue, body, headers=self.HEADERS)
+        transport.publish(unique_queue, _body("plain"))
+        got = self._drain(transport, unique_queue, 2, within=5)
+        assert [d.body for d in got] == [body, _body("plain")] or not self.supports_fifo
+        by_body = {d.body: d for d in got}
+        assert by_body[body].body == body  # the body is what was published, byte for byte
+        assert dict(by_body[body].carried_headers) == self.HEADERS
+        assert dict(by_body[_body("plain")].carried_headers) == {}
+        transport.ack_many(got)
+
+    def test_a_retry_and_a_dead_letter_keep_the_carried_headers(
+        self, transport: Transport, unique_queue: str
+    ) -> None:
+        self._need("supports_headers")
+        transport.publish(unique_queue, _body("keep"), headers=self.HEADERS)
+        [first] = self._drain(transport, unique_queue, 1, within=5)
+        transport.retry(first, _body("keep", 1), delay_ms=0)
+        [again] = self._drain(transport, unique_queue, 1, within=5)
+        assert again.body == _body("keep", 1)
+        assert dict(again.carried_headers) == self.HEADERS
+        dlq = dlq_name(unique_queue)
+        transport.dead_letter(again, _body("keep", 2), dlq=dlq)
+        [dead] = self._drain(transport, dlq, 1, within=5)
+        assert dict(dead.carried_headers) == self.HEADERS
+        transport.ack(dead)

@@ -48,6 +48,7 @@ Why it looks the way it does:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -217,6 +218,51 @@ class _Properties(Mapping[str, Any]):
     def reconcile(self, body_attempts: int) -> int:
         """``Delivery.reconcile``: the binding's rule, given the header table (decoded only if read)."""
         return binding.reconcile_attempts(body_attempts, headers=_HeaderTable(self))
+
+
+#: header-table keys that are the binding's projection, not headers a publisher carried
+_PROJECTED = frozenset({"x-schema-version", "x-source-lang", "x-attempts", "x-delivery-count"})
+
+
+def _with_carried(props: BasicProperties, headers: Mapping[str, str] | None) -> BasicProperties:
+    """``props`` with the publisher's ``headers`` added to the AMQP header table as long strings;
+    the binding's own ``x-*`` keys win a collision (as the babelqueue package's do)."""
+    clean = {str(k): str(v) for k, v in (headers or {}).items() if k and v is not None and v != ""}
+    if not clean:
+        return props
+    return dataclasses.replace(props, headers={**clean, **(props.headers or {})})
+
+
+class _Carried(Mapping[str, str]):
+    """``Delivery.carried_headers`` for AMQP: the string entries of the header table that are
+    not the binding's projection, decoded only when first read (like :class:`_Properties`)."""
+
+    __slots__ = ("_properties", "_view")
+
+    def __init__(self, properties: _Properties) -> None:
+        self._properties = properties
+        self._view: dict[str, str] | None = None
+
+    def _mapping(self) -> dict[str, str]:
+        view = self._view
+        if view is None:
+            table: Mapping[str, Any] = self._properties["headers"]
+            view = self._view = {
+                k: v for k, v in table.items() if isinstance(v, str) and k not in _PROJECTED
+            }
+        return view
+
+    def __getitem__(self, key: str) -> str:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+    def __repr__(self) -> str:
+        return repr(self._mapping())
 
 
 class _HeaderTable(Mapping[str, Any]):
@@ -537,9 +583,16 @@ class AMQPTransport(BaseTransport):
             )
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        props = self.properties(body, envelope).encode()
+        """``headers`` ride in the AMQP header table beside the binding's ``x-*`` headers."""
+        props = _with_carried(self.properties(body, envelope), headers).encode()
         with self._lock:
             self._with_reconnect(
                 lambda: self._publish_confirmed([(self._target(queue, delay_ms), body, props)])
@@ -599,6 +652,7 @@ class AMQPTransport(BaseTransport):
             headers=properties,
             store_host=self.store_host,
             reconcile=properties.reconcile,
+            carried_headers=_Carried(properties),
         )
 
     def _reserve_consume(self, queue: str, max_messages: int, deadline: float) -> list[Delivery]:
@@ -756,12 +810,12 @@ class AMQPTransport(BaseTransport):
         self.ack(delivery)
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
-        props = self.properties(body).encode()
+        props = _with_carried(self.properties(body), delivery.carried_headers).encode()
         with self._lock:
             self._republish(delivery, delivery.queue, body, props, delay_ms)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
-        props = self.properties(body).encode()
+        props = _with_carried(self.properties(body), delivery.carried_headers).encode()
         with self._lock:
             self._republish(delivery, dlq, body, props, 0)
 

@@ -44,8 +44,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import struct
 import threading
 import time
+import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -129,8 +131,12 @@ def build_message(
     delays: str = "delivery-time",
     delay_ms: int = 0,
     now_ms: int | None = None,
+    carried: Mapping[str, str] | None = None,
 ) -> Any:
     """The proton ``Message`` for ``body``: the binding's projection, durable, plus the delay annotation.
+
+    ``carried`` headers (a ``traceparent``) become string application properties under names the
+    binding's ``bq_*`` properties left free.
 
     Pure (no connection), so the projection is tested without a broker and compared with the
     ``babelqueue`` SDK's message field by field.
@@ -161,6 +167,9 @@ def build_message(
             message.creation_time = projected["creation_time"] / 1000.0
         if projected.get("application_properties"):
             message.properties = dict(projected["application_properties"])
+    if carried:
+        extra = {str(k): str(v) for k, v in carried.items() if k and v}
+        message.properties = {**extra, **dict(message.properties or {})}
     if delay_ms > 0 and delays != "ignore":
         if delays == "delivery-delay":
             annotations[proton.symbol(DELIVERY_DELAY_ANNOTATION)] = int(delay_ms)
@@ -229,8 +238,12 @@ def message_headers(message: Any) -> dict[str, Any]:
 def delivery_count_of(message: Any, broker: str) -> int:
     """1-based hand-out count: the 0-based header plus one; on RabbitMQ, whose header stays 0,
     a cleared ``first-acquirer`` says the message was handed out before."""
-    count = int(message.delivery_count or 0) + 1
-    if broker == "rabbitmq" and not message.first_acquirer:
+    return _hand_outs(int(message.delivery_count or 0), bool(message.first_acquirer), broker)
+
+
+def _hand_outs(header_count: int, first_acquirer: bool, broker: str) -> int:
+    count = header_count + 1
+    if broker == "rabbitmq" and not first_acquirer:
         count = max(count, 2)
     return count
 
@@ -243,27 +256,324 @@ def stored_at_of(message: Any) -> int | None:
     return None
 
 
+# -- a strict, fast reader of received messages -----------------------------------------------
+# proton.Message.decode builds every section through proton's Python Data layer (a call per
+# value), which is most of a consumer's CPU time. A received message is read here straight from
+# its encoded bytes instead, for the shapes AMQP 1.0 peers send (the spec's sections in order,
+# the primitive types, lists and maps). Anything else -- a described value in a value, an array,
+# a decimal, a symbolic section descriptor, repeated or out-of-order sections, a body that is
+# neither a string, binary nor null -- is left to proton (``None`` below), so the result is
+# always what proton's decode would give.
+
+
+class _ForProton(Exception):  # noqa: N818 - not an error: a hand-over
+    """An encoding this reader leaves to proton."""
+
+
+_FLOAT = struct.Struct(">f").unpack_from
+_DOUBLE = struct.Struct(">d").unpack_from
+_U32 = struct.Struct(">I").unpack_from
+_U32X2 = struct.Struct(">II").unpack_from
+_I64 = struct.Struct(">q").unpack_from
+_U64 = struct.Struct(">Q").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_I16 = struct.Struct(">h").unpack_from
+_U16 = struct.Struct(">H").unpack_from
+_NULL, _TRUE, _FALSE, _BOOL = 0x40, 0x41, 0x42, 0x56
+#: fixed-width codes whose value is an int: code -> (width, unpack or None for an unsigned byte)
+_BOOLS = frozenset((_NULL, _TRUE, _FALSE, _BOOL))
+_UINTS = frozenset((_NULL, 0x43, 0x52, 0x70))
+_ULONGS = frozenset((0x44, 0x53, 0x80))
+_STRINGS = frozenset((_NULL, 0xA1, 0xB1))
+_SYMBOLS = frozenset((_NULL, 0xA3, 0xB3))
+_BINARIES = frozenset((_NULL, 0xA0, 0xB0))
+_TIMESTAMPS = frozenset((_NULL, 0x83))
+_MESSAGE_IDS = _ULONGS | {_NULL, 0x98, 0xA0, 0xB0, 0xA1, 0xB1}
+#: the codes each field of the header and properties lists may have (AMQP 1.0 part 3.2)
+_HEADER_FIELDS = (_BOOLS, frozenset((_NULL, 0x50)), _UINTS, _BOOLS, _UINTS)
+_PROPERTY_FIELDS = (
+    _MESSAGE_IDS, _BINARIES, _STRINGS, _STRINGS, _STRINGS, _MESSAGE_IDS, _SYMBOLS, _SYMBOLS,
+    _TIMESTAMPS, _TIMESTAMPS, _STRINGS, _UINTS, _STRINGS,
+)  # fmt: skip
+_HEADER, _DELIVERY_ANN, _MESSAGE_ANN, _PROPERTIES, _APP_PROPS = 0x70, 0x71, 0x72, 0x73, 0x74
+_DATA, _SEQUENCE, _VALUE, _FOOTER = 0x75, 0x76, 0x77, 0x78
+
+
+def _value(buf: bytes, pos: int) -> tuple[Any, int]:
+    """The value encoded at ``pos`` and where the next one starts (the AMQP 1.0 type system,
+    without described values, arrays and decimals)."""
+    code = buf[pos]
+    pos += 1
+    if code in {0xA1, 0xA3, 0xA0}:  # str8, sym8, vbin8
+        end = pos + 1 + buf[pos]
+        if end > len(buf):
+            raise _ForProton
+        raw = buf[pos + 1 : end]
+        if code == 0xA0:
+            return raw, end
+        return raw.decode("utf-8" if code == 0xA1 else "ascii"), end
+    if code < 0x60:
+        if code == 0x40:
+            return None, pos
+        if code == 0x41:
+            return True, pos
+        if code == 0x42:
+            return False, pos
+        if code in {0x43, 0x44}:
+            return 0, pos
+        if code == 0x45:
+            return [], pos
+        if code == 0x56:
+            flag = buf[pos]
+            if flag > 1:
+                raise _ForProton
+            return flag == 1, pos + 1
+        if code in {0x50, 0x52, 0x53}:
+            return buf[pos], pos + 1
+        if code in {0x51, 0x54, 0x55}:
+            byte = buf[pos]
+            return (byte - 256 if byte > 127 else byte), pos + 1
+        raise _ForProton
+    if code == 0x70:
+        if pos + 4 > len(buf):
+            raise _ForProton
+        return _U32(buf, pos)[0], pos + 4
+    if code in {0x80, 0x81, 0x83}:
+        if pos + 8 > len(buf):
+            raise _ForProton
+        return (_U64 if code == 0x80 else _I64)(buf, pos)[0], pos + 8
+    if code in {0xC1, 0xC0}:  # map8, list8
+        end = pos + 1 + buf[pos]
+        return _compound(buf, pos + 2, buf[pos + 1], end, code == 0xC1)
+    if code in {0xD1, 0xD0}:  # map32, list32
+        if pos + 8 > len(buf):
+            raise _ForProton
+        size, count = _U32X2(buf, pos)
+        return _compound(buf, pos + 8, count, pos + 4 + size, code == 0xD1)
+    if code in {0xB1, 0xB3, 0xB0}:  # str32, sym32, vbin32
+        if pos + 4 > len(buf):
+            raise _ForProton
+        end = pos + 4 + _U32(buf, pos)[0]
+        if end > len(buf):
+            raise _ForProton
+        raw = buf[pos + 4 : end]
+        if code == 0xB0:
+            return raw, end
+        return raw.decode("utf-8" if code == 0xB1 else "ascii"), end
+    if pos + 2 > len(buf):
+        raise _ForProton
+    if code == 0x60:
+        return _U16(buf, pos)[0], pos + 2
+    if code == 0x61:
+        return _I16(buf, pos)[0], pos + 2
+    if pos + 4 > len(buf):
+        raise _ForProton
+    if code == 0x71:
+        return _I32(buf, pos)[0], pos + 4
+    if code == 0x72:
+        return _FLOAT(buf, pos)[0], pos + 4
+    if code == 0x73:
+        return chr(_U32(buf, pos)[0]), pos + 4
+    if code == 0x82:
+        if pos + 8 > len(buf):
+            raise _ForProton
+        return _DOUBLE(buf, pos)[0], pos + 8
+    if code == 0x98:
+        if pos + 16 > len(buf):
+            raise _ForProton
+        return uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
+    raise _ForProton  # decimals, arrays, described values, reserved codes: proton's business
+
+
+def _compound(buf: bytes, pos: int, count: int, end: int, is_map: bool) -> tuple[Any, int]:
+    """A list or map's ``count`` items from ``pos``; they must fill it exactly up to ``end``."""
+    if end > len(buf):
+        raise _ForProton
+    items = []
+    for _ in range(count):
+        item, pos = _value(buf, pos)
+        items.append(item)
+    if pos != end:
+        raise _ForProton
+    if not is_map:
+        return items, end
+    if count % 2:
+        raise _ForProton
+    return dict(zip(items[::2], items[1::2], strict=True)), end
+
+
+def _fields(buf: bytes, pos: int, allowed: tuple[frozenset[int], ...]) -> tuple[list[Any], int]:
+    """A header or properties list, each field checked against the types the spec allows it."""
+    code = buf[pos]
+    if code == 0x45:
+        return [], pos + 1
+    if code == 0xC0:
+        count, items_at, end = buf[pos + 2], pos + 3, pos + 2 + buf[pos + 1]
+    elif code == 0xD0:
+        size, count = _U32X2(buf, pos + 1)
+        items_at, end = pos + 9, pos + 5 + size
+    else:
+        raise _ForProton
+    if count > len(allowed) or end > len(buf):
+        raise _ForProton
+    out = []
+    pos = items_at
+    for index in range(count):
+        if buf[pos] not in allowed[index]:
+            raise _ForProton
+        item, pos = _value(buf, pos)
+        out.append(item)
+    if pos != end:
+        raise _ForProton
+    return out, end
+
+
+def _plain_map(value: Any) -> dict[str, Any]:
+    """An annotations/properties map as :func:`_plain` gives proton's: string keys, nested maps too."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _ForProton
+    return {
+        (k if type(k) is str else str(k)): (_plain(v) if type(v) is dict else v) for k, v in value.items()
+    }
+
+
+class Received(NamedTuple):
+    """What a consumer needs of a received message, read from its bytes by :func:`read_message`."""
+
+    body: bytes
+    headers: dict[str, Any]
+    #: the header's 0-based delivery-count and first-acquirer
+    header_count: int
+    first_acquirer: bool
+    stored_at: int | None
+
+
+def read_message(raw: bytes) -> Received | None:
+    """The encoded message ``raw`` as :func:`body_bytes`, :func:`message_headers` and
+    :func:`stored_at_of` would give it after ``proton.Message.decode``; None when it uses an
+    encoding left to proton (the caller then decodes with proton)."""
+    try:
+        return _read(raw)
+    except (_ForProton, IndexError, ValueError, TypeError, struct.error, RecursionError):
+        return None
+
+
+def _read(buf: bytes) -> Received:
+    pos, size, last = 0, len(buf), 0
+    header: list[Any] = []
+    props: list[Any] = []
+    annotations: Any = None
+    app: Any = None
+    body: bytes = b""
+    while pos < size:
+        if buf[pos] != 0:
+            raise _ForProton
+        code = buf[pos + 1]
+        if code == 0x53:
+            section = buf[pos + 2]
+            pos += 3
+        elif code == 0x80:
+            if _U32(buf, pos + 2)[0] != 0:
+                raise _ForProton
+            section = _U32(buf, pos + 6)[0]
+            pos += 10
+        else:
+            raise _ForProton  # a symbolic descriptor
+        if section <= last or not _HEADER <= section <= _FOOTER or (last >= _DATA and section != _FOOTER):
+            raise _ForProton  # out of order, repeated, unknown, or a second body section
+        last = section
+        if section == _HEADER:
+            header, pos = _fields(buf, pos, _HEADER_FIELDS)
+        elif section == _PROPERTIES:
+            props, pos = _fields(buf, pos, _PROPERTY_FIELDS)
+        elif section == _DATA:
+            if buf[pos] not in (0xA0, 0xB0):
+                raise _ForProton
+            body, pos = _value(buf, pos)
+        elif section == _VALUE:
+            code = buf[pos]
+            if code in {0xA1, 0xB1}:  # a string: its UTF-8 is the body (checked, as proton does)
+                start = pos + (2 if code == 0xA1 else 5)
+                _, pos = _value(buf, pos)
+                body = buf[start:pos]
+            elif code in (_NULL, 0xA0, 0xB0):
+                value, pos = _value(buf, pos)
+                body = b"" if value is None else value
+            else:
+                raise _ForProton  # another type: proton's value, then body_bytes
+        elif section == _SEQUENCE:
+            raise _ForProton
+        else:  # the annotation maps, application-properties, footer
+            if buf[pos] not in (_NULL, 0xC1, 0xD1):
+                raise _ForProton
+            value, pos = _value(buf, pos)
+            if section == _MESSAGE_ANN:
+                annotations = value
+            elif section == _APP_PROPS:
+                app = value
+    header += [None] * (5 - len(header))
+    props += [None] * (13 - len(props))
+    durable, _, _, first, count = header
+    annotations = _plain_map(annotations)
+    headers: dict[str, Any] = {
+        "durable": bool(durable),
+        "delivery_count": count or 0,
+        "first_acquirer": bool(first),
+        "message_annotations": annotations,
+        "application_properties": _plain_map(app),
+    }
+    if props[5] is not None:
+        headers["correlation_id"] = props[5]
+    if props[0] is not None:
+        headers["message_id"] = props[0]
+    if props[9]:
+        headers["creation_time"] = round(props[9] / 1000.0 * 1000)  # as proton's seconds round-trip
+    stored = annotations.get(INGRESS_TIME_ANNOTATION)
+    stored_at = stored if type(stored) is int else None
+    return Received(bytes(body), headers, count or 0, bool(first), stored_at)
+
+
+def proton_message(raw: bytes) -> Any:
+    """``raw`` decoded by proton (the reader's fallback, and what a resend copies)."""
+    message = _proton().Message()
+    message.decode(raw)
+    return message
+
+
+def _received_by_proton(raw: bytes) -> Received:
+    message = proton_message(raw)
+    return Received(
+        body_bytes(message.body),
+        message_headers(message),
+        int(message.delivery_count or 0),
+        bool(message.first_acquirer),
+        stored_at_of(message),
+    )
+
+
 class _Receipt(NamedTuple):
     generation: int
     delivery: Any
-    message: Any
+    #: the message as it arrived (encoded): a delayed release resends a copy of it
+    raw: bytes
 
 
 class _Inbox:
     """Proton event handler of one receiving link: keeps each complete incoming delivery."""
 
     def __init__(self) -> None:
-        self.items: deque[tuple[Any, Any]] = deque()
+        self.items: deque[tuple[bytes, Any]] = deque()
 
     def on_delivery(self, event: Any) -> None:
+        """Keeps the encoded bytes; decoding waits until ``reserve`` hands the message out."""
         delivery = event.delivery
         if not delivery.readable or delivery.partial:
             return
-        link = delivery.link
-        message = _proton().Message()
-        message.decode(link.recv(delivery.pending))
+        link = event.link  # the event's own wrapper: ``delivery.link`` would wrap it again
+        self.items.append((link.recv(delivery.pending), delivery))
         link.advance()
-        self.items.append((message, delivery))
 
     def on_unhandled(self, method: str, *args: Any) -> None:
         return None
@@ -660,7 +970,8 @@ class ArtemisTransport(BaseTransport):
             ) from exc
         if not self._wait(lambda: bool(inbox.items), self.timeout):
             raise UnavailableError(f"artemis: {self.where}: no management reply for {operation} on {queue!r}")
-        reply, delivery = inbox.items.popleft()
+        reply_raw, delivery = inbox.items.popleft()
+        reply = proton_message(reply_raw)
         delivery.update(proton.Delivery.ACCEPTED)
         delivery.settle()
         receiver.link.flow(1)
@@ -754,9 +1065,18 @@ class ArtemisTransport(BaseTransport):
             )
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        message = build_message(body, envelope, delays=self.delays, delay_ms=self._effective_delay(delay_ms))
+        """``headers`` ride as string application properties beside the binding's ``bq_*``."""
+        message = build_message(
+            body, envelope, delays=self.delays, delay_ms=self._effective_delay(delay_ms), carried=headers
+        )
         with self._lock:
             self._with_reconnect(lambda: self._send_confirmed(queue, [message]))
 
@@ -771,17 +1091,23 @@ class ArtemisTransport(BaseTransport):
             self._with_reconnect(lambda: self._send_confirmed(queue, built))
 
     # -- reserving ----------------------------------------------------------------------
-    def _delivery(self, queue: str, message: Any, proton_delivery: Any) -> Delivery:
-        receipt = _Receipt(self._generation, proton_delivery, message)
+    def _delivery(self, queue: str, raw: bytes, proton_delivery: Any) -> Delivery:
+        receipt = _Receipt(self._generation, proton_delivery, raw)
         self._held[id(proton_delivery)] = receipt
-        header_count = int(message.delivery_count or 0)
+        got = read_message(raw) or _received_by_proton(raw)
+        header_count = got.header_count
+        headers = got.headers
         return Delivery(
-            body=body_bytes(message.body),
+            body=got.body,
             queue=queue,
             receipt=receipt,
-            delivery_count=delivery_count_of(message, self.broker),
-            headers=message_headers(message),
-            stored_at=stored_at_of(message),
+            delivery_count=_hand_outs(header_count, got.first_acquirer, self.broker),
+            headers=headers,
+            carried_headers={
+                k: v for k, v in headers["application_properties"].items()
+                if isinstance(v, str) and not k.startswith("bq_")
+            },
+            stored_at=got.stored_at,
             store_host=self.store_host,
             reconcile=lambda body_attempts: binding.reconcile_attempts(body_attempts, header_count),
         )
@@ -886,7 +1212,7 @@ class ArtemisTransport(BaseTransport):
             receipt = self._live(delivery)
             if receipt is None:
                 return
-            copy = resend_message(receipt.message, delays=self.delays, delay_ms=delay)
+            copy = resend_message(proton_message(receipt.raw), delays=self.delays, delay_ms=delay)
             self._once(lambda: self._send_confirmed(delivery.queue, [copy]))
             self._settle(delivery, "accepted")
             self._with_reconnect(self._flush)
@@ -931,11 +1257,13 @@ class ArtemisTransport(BaseTransport):
             self._with_reconnect(self._flush)
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
-        message = build_message(body, delays=self.delays, delay_ms=self._effective_delay(delay_ms))
+        delay = self._effective_delay(delay_ms)
+        message = build_message(body, delays=self.delays, delay_ms=delay, carried=delivery.carried_headers)
         self._republish(delivery, delivery.queue, message)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
-        self._republish(delivery, dlq, build_message(body, delays=self.delays))
+        message = build_message(body, delays=self.delays, carried=delivery.carried_headers)
+        self._republish(delivery, dlq, message)
 
     # -- inspection -----------------------------------------------------------------------
     def _buffered(self, queue: str) -> int:

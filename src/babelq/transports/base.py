@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from babelq.envelope import Envelope
@@ -38,6 +39,8 @@ from babelq.errors import ConfigurationError
 #: length of a reservation tag: lowercase hex characters (128 bits)
 TAG_LENGTH = 32
 _HEX = frozenset("0123456789abcdef")
+#: the ``carried_headers`` of a delivery that carries none (shared, read-only)
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 def check_tag(tag: str) -> str:
@@ -58,7 +61,10 @@ class Delivery:
     ``body`` is exactly the published bytes. ``receipt`` is the transport's private handle
     for settling. ``delivery_count`` is how many times the broker has handed this body out,
     this time included (1 on first delivery), when the broker knows. ``headers`` are the
-    native properties/attributes as the broker returned them.
+    native properties/attributes as the broker returned them. ``carried_headers`` are the
+    string headers a publisher sent beside the body (``publish(..., headers=...)``, e.g. a W3C
+    ``traceparent``) in the same plain ``{name: value}`` form on every transport, without the
+    binding's own projection (AMQP ``x-*`` headers, SQS ``bq-*`` attributes...).
     """
 
     body: bytes
@@ -69,6 +75,7 @@ class Delivery:
     stored_at: int | None = None
     store_host: str | None = None
     reconcile: Callable[[int], int] | None = None
+    carried_headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)
 
     def attempts(self, body_attempts: int) -> int:
         """The message's attempts after the binding's reconciliation (SPEC section 4)."""
@@ -97,9 +104,21 @@ class Transport(Protocol):
     tagged_reservations: bool
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Store ``body`` on ``queue`` durably before returning (after ``delay_ms`` it is visible)."""
+        """Store ``body`` on ``queue`` durably before returning (after ``delay_ms`` it is visible).
+
+        ``headers`` are string pairs carried beside the body in the broker's native slot (AMQP
+        headers, SQS message attributes, a Redis header frame...) and returned on
+        ``Delivery.headers``; the binding's own projection wins a name collision. They never
+        enter the body: a W3C ``traceparent`` rides here.
+        """
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         """Publish a batch using the broker's pipelining/batch API (all or raise)."""
@@ -203,7 +222,13 @@ class BaseTransport:
         return {"visibility_timeout": visibility_timeout} if cls.leased_reservations else {}
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         raise NotImplementedError
 

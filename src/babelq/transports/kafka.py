@@ -201,6 +201,29 @@ def _brokers(netloc: str, where: str) -> tuple[str, str | None, str | None]:
     return ",".join(servers), user, password
 
 
+def _with_carried(headers: Sequence[tuple[str, bytes | None]], carried: Mapping[str, str] | None) -> Headers:
+    """The binding's record ``headers`` plus a publisher's ``carried`` headers (UTF-8 values);
+    a name the binding already wrote keeps the binding's value."""
+    if not carried:
+        return list(headers)
+    taken = {name for name, _ in headers}
+    extra = [(str(k), str(v).encode("utf-8")) for k, v in carried.items() if k and v and str(k) not in taken]
+    return [*headers, *extra]
+
+
+def _carried(raw: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
+    """``Delivery.carried_headers``: UTF-8 record headers that are not the binding's ``bq-*``."""
+    out: dict[str, str] = {}
+    for name, value in raw:
+        if name.startswith("bq-") or value is None:
+            continue
+        try:
+            out[name] = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return out
+
+
 def _header(headers: Sequence[tuple[str, bytes | None]] | None, name: str) -> str | None:
     """The text of the first header ``name`` (None when absent or not UTF-8)."""
     for key, value in headers or ():
@@ -478,13 +501,20 @@ class KafkaTransport(BaseTransport):
 
     # -- producing --------------------------------------------------------------------------------
     def _record(
-        self, body: bytes, envelope: Envelope | None, *, key: bytes | None = None, keep_key: bool = False
+        self,
+        body: bytes,
+        envelope: Envelope | None,
+        *,
+        key: bytes | None = None,
+        keep_key: bool = False,
+        carried: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """``produce`` arguments for ``body``: value, the binding's headers, timestamp, key."""
+        """``produce`` arguments for ``body``: value, the binding's headers (then ``carried``
+        ones), timestamp, key."""
         doc = _document(body, envelope)
         out: dict[str, Any] = {
             "value": bytes(body),
-            "headers": binding.headers(doc) if doc is not None else [],
+            "headers": _with_carried(binding.headers(doc) if doc is not None else [], carried),
         }
         created_at = doc.created_at if doc is not None else None
         if type(created_at) is int and created_at > 0:
@@ -560,9 +590,16 @@ class KafkaTransport(BaseTransport):
         return f"kafka: {what}: {detail} ({self._shown})"
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._produce([self._place(queue, self._record(body, envelope), delay_ms)])
+        """``headers`` ride as UTF-8 record headers after the binding's ``bq-*`` ones."""
+        self._produce([self._place(queue, self._record(body, envelope, carried=headers), delay_ms)])
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         self._produce([self._place(queue, self._record(m.body, m.envelope), m.delay_ms) for m in messages])
@@ -730,6 +767,7 @@ class KafkaTransport(BaseTransport):
             headers={name: value for name, value in raw},
             stored_at=stamp if kind == _LOG_APPEND_TIME else None,
             reconcile=functools.partial(binding.reconcile_attempts, headers=raw),
+            carried_headers=_carried(raw),
         )
 
     # -- settling ---------------------------------------------------------------------------------
@@ -854,7 +892,7 @@ class KafkaTransport(BaseTransport):
         """Write ``body`` (attempts+1) with the original key: to a tier topic when delayed (or always,
         with ``tier_policy=attempts``), straight to the work topic otherwise; then commit."""
         receipt = self._receipt(delivery)
-        record = self._record(body, None, key=receipt.key, keep_key=True)
+        record = self._record(body, None, key=receipt.key, keep_key=True, carried=delivery.carried_headers)
         queue = delivery.queue
         if self.tier_policy == "attempts":
             before = delivery.attempts(_body_attempts(delivery.body))
@@ -873,7 +911,8 @@ class KafkaTransport(BaseTransport):
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         """Write ``body`` to the ``dlq`` topic with the original key (confirmed), then commit."""
         receipt = self._receipt(delivery)
-        self._republish([(delivery, (dlq, self._record(body, None, key=receipt.key, keep_key=True)))])
+        record = self._record(body, None, key=receipt.key, keep_key=True, carried=delivery.carried_headers)
+        self._republish([(delivery, (dlq, record))])
 
     # -- inspection -------------------------------------------------------------------------------
     def _lag(self, topic: str, group: str) -> dict[int, int]:

@@ -3,6 +3,11 @@
 Thread-safe, with delayed delivery and a visibility timeout so reservation expiry can be
 tested without a broker. Nothing survives the process. Named instances
 (``memory://shared``) are shared within a process so a producer and a worker can meet.
+
+Headers published beside a body ride on the stored body itself (a :class:`bytes` subclass
+with a ``headers`` attribute), so every path that moves a body (delay, lapse, release, tags)
+keeps them without a second bookkeeping structure; a retry or dead-letter keeps the
+delivery's headers, as the Redis header frame does.
 """
 
 from __future__ import annotations
@@ -12,13 +17,36 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from babelq.envelope import Envelope
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
+
+
+class _Headed(bytes):
+    """A stored body that was published with headers (plain ``bytes`` otherwise: no cost)."""
+
+    headers: dict[str, str]
+
+
+def _stored(body: bytes, headers: Mapping[str, str] | None) -> bytes:
+    """``body`` as kept in a queue: with its non-blank string headers attached, if any."""
+    clean = {str(k): str(v) for k, v in (headers or {}).items() if k and v is not None and v != ""}
+    if not clean:
+        return bytes(body)
+    out = _Headed(body)
+    out.headers = clean
+    return out
+
+
+def _delivery(body: bytes, queue: str, lease: int, count: int) -> Delivery:
+    headers: dict[str, str] = dict(getattr(body, "headers", {}))
+    return Delivery(
+        body=body, queue=queue, receipt=lease, delivery_count=count, headers=headers, carried_headers=headers
+    )
 
 
 @dataclass
@@ -72,10 +100,16 @@ class MemoryTransport(BaseTransport):
             q.ready.append((msg_id, body, deliveries))
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         with self._cond:
-            self._put(queue, bytes(body), delay_ms)
+            self._put(queue, _stored(body, headers), delay_ms)
             self._cond.notify_all()
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
@@ -113,7 +147,7 @@ class MemoryTransport(BaseTransport):
                 # must not touch the newer reservation.
                 lease = next(self._ids)
                 q.reserved[lease] = (now + self.visibility_timeout, body, n + 1)
-                out.append(Delivery(body=body, queue=queue, receipt=lease, delivery_count=n + 1))
+                out.append(_delivery(body, queue, lease, n + 1))
             return out
 
     # -- tagged reservations: the tag's record is the list of reservation ids it took. A lapsed
@@ -156,7 +190,7 @@ class MemoryTransport(BaseTransport):
                     q.reserved[lease] = (until, body, n + 1)
                     held.append((lease, body, n + 1))
                 q.tags[tag] = [lease for lease, _, _ in held]
-            return [Delivery(body=b, queue=queue, receipt=lease, delivery_count=n) for lease, b, n in held]
+            return [_delivery(b, queue, lease, n) for lease, b, n in held]
 
     def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
         with self._cond:
@@ -221,14 +255,14 @@ class MemoryTransport(BaseTransport):
         with self._cond:
             if self._q(delivery.queue).reserved.pop(delivery.receipt, None) is None:
                 return
-            self._put(delivery.queue, bytes(body), delay_ms)
+            self._put(delivery.queue, _stored(body, delivery.headers), delay_ms)
             self._cond.notify_all()
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         with self._cond:
             if self._q(delivery.queue).reserved.pop(delivery.receipt, None) is None:
                 return
-            self._put(dlq, bytes(body), 0)
+            self._put(dlq, _stored(body, delivery.headers), 0)
             self._cond.notify_all()
 
     def size(self, queue: str) -> int:

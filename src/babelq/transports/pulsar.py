@@ -432,8 +432,11 @@ class PulsarTransport(BaseTransport):
             feed.consumer.pause_message_listener()
 
     # -- publishing ------------------------------------------------------------------------
-    def _send_arguments(self, body: bytes, envelope: Envelope | None, delay_ms: int) -> dict[str, Any]:
-        """The keyword arguments of ``Producer.send`` for ``body``: properties, key, delay."""
+    def _send_arguments(
+        self, body: bytes, envelope: Envelope | None, delay_ms: int, carried: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``Producer.send`` for ``body``: properties (the binding's,
+        then a publisher's ``carried`` headers under names the binding left free), key, delay."""
         doc: Envelope | None = envelope
         if doc is None:
             try:
@@ -446,6 +449,9 @@ class PulsarTransport(BaseTransport):
             # A JSON object without an integer ``attempts`` (a dead-letter record, a foreign
             # body) still says 0, as the babelqueue package writes it: attempts start at 0.
             properties.setdefault("bq-attempts", "0")
+        for name, value in (carried or {}).items():
+            if name and value:
+                properties.setdefault(str(name), str(value))
         kwargs: dict[str, Any] = {"properties": properties}
         key = binding.partition_key(doc) if doc is not None else None
         if key:
@@ -469,9 +475,16 @@ class PulsarTransport(BaseTransport):
             raise self._fail("send to", self.topic(queue), exc) from exc
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._send(queue, body, self._send_arguments(body, envelope, delay_ms))
+        """``headers`` ride as string message properties beside the binding's ``bq-*`` ones."""
+        self._send(queue, body, self._send_arguments(body, envelope, delay_ms, headers))
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         """Pipelined: every message goes out with ``send_async``, then one ``flush`` waits until
@@ -527,7 +540,8 @@ class PulsarTransport(BaseTransport):
             queue=feed.queue,
             receipt=_Receipt(feed, feed.consumer, message, key),
             delivery_count=count + 1,
-            headers=dict(message.properties()),
+            headers=(properties := dict(message.properties())),
+            carried_headers={k: v for k, v in properties.items() if not k.startswith("bq-")},
             stored_at=published or None,
             store_host=self.store_host,
             reconcile=functools.partial(binding.reconcile_attempts, redelivery_count=count),
@@ -659,13 +673,13 @@ class PulsarTransport(BaseTransport):
         """Send the new body (delayed) first, then acknowledge the old one: never lost."""
         if not self._holds(self._receipt(delivery)):
             return
-        self.publish(delivery.queue, body, delay_ms=delay_ms)
+        self.publish(delivery.queue, body, delay_ms=delay_ms, headers=delivery.carried_headers)
         self.ack(delivery)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         if not self._holds(self._receipt(delivery)):
             return
-        self.publish(dlq, body)
+        self.publish(dlq, body, headers=delivery.carried_headers)
         self.ack(delivery)
 
     # -- administration (REST) -------------------------------------------------------------

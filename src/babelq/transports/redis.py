@@ -493,7 +493,10 @@ def _delivery(queue: str, held: bytes, count: int) -> Delivery:
     """The delivery of reservation member ``held``: a header frame's envelope and headers, or
     the element itself. The receipt keeps the member, so settling matches the stored bytes."""
     body, headers = unframe(_stored(held))
-    return Delivery(body=body, queue=queue, receipt=_Receipt(held), delivery_count=count, headers=headers)
+    return Delivery(
+        body=body, queue=queue, receipt=_Receipt(held), delivery_count=count, headers=headers,
+        carried_headers=headers,
+    )
 
 
 def _reopen(url: str, options: dict[str, Any]) -> RedisTransport:
@@ -737,8 +740,8 @@ class RedisTransport(BaseTransport):
         delay_ms: int = 0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        """``headers`` (Redis only): stored beside the envelope in a header frame, as the
-        babelqueue SDK's ``publish_with_headers`` does; consumers see them on ``Delivery.headers``."""
+        """``headers``: stored beside the envelope in a header frame, as the babelqueue SDK's
+        ``publish_with_headers`` does; consumers see them on ``Delivery.headers``."""
         self._check_open()
         keys = self.keys(queue)
         value = frame(body, headers)

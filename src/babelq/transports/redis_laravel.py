@@ -403,7 +403,10 @@ class RedisLaravelTransport(BaseTransport):
         out: list[Delivery] = []
         for job, held in zip(jobs, members, strict=True):
             body, headers = unframe(job)
-            out.append(Delivery(body=body, queue=queue, receipt=_Reserved(held, job), headers=headers))
+            receipt = _Reserved(held, job)
+            out.append(
+                Delivery(body=body, queue=queue, receipt=receipt, headers=headers, carried_headers=headers)
+            )
         return out, int(wait_ms)
 
     @_driver_errors("reserve")

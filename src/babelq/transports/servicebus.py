@@ -437,10 +437,19 @@ class ServiceBusTransport(BaseTransport):
         return ServiceBusMessage(native.body, **native.fields)
 
     def _native(
-        self, body: bytes, envelope: Envelope | None, delay_ms: int, now: datetime | None = None
+        self,
+        body: bytes,
+        envelope: Envelope | None,
+        delay_ms: int,
+        now: datetime | None = None,
+        carried: Mapping[str, str] | None = None,
     ) -> _Native:
         due = (now or _now()) + timedelta(milliseconds=delay_ms) if delay_ms > 0 else None
-        return _Native(bytes(body), self.projection(body, envelope), due)
+        fields = self.projection(body, envelope)
+        if carried:  # string application properties; the binding's ``bq-*`` names win
+            extra = {str(k): str(v) for k, v in carried.items() if k and v}
+            fields["application_properties"] = {**extra, **fields.get("application_properties", {})}
+        return _Native(bytes(body), fields, due)
 
     def _send(self, queue: str, natives: Sequence[_Native]) -> list[int]:
         """Send ``natives`` (batched) and schedule the delayed ones; returns scheduled sequence numbers."""
@@ -481,9 +490,16 @@ class ServiceBusTransport(BaseTransport):
             sender.send_messages(batch)
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._send(queue, [self._native(body, envelope, delay_ms)])
+        """``headers`` ride as string application properties beside the binding's ``bq-*``."""
+        self._send(queue, [self._native(body, envelope, delay_ms, carried=headers)])
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         if messages:
@@ -535,6 +551,10 @@ class ServiceBusTransport(BaseTransport):
             receipt=receipt,
             delivery_count=count,
             headers=headers,
+            carried_headers={
+                k: v for k, v in headers["application_properties"].items()
+                if isinstance(v, str) and not k.startswith("bq-")
+            },
             stored_at=_epoch_ms(message.enqueued_time_utc),
             store_host=self.namespace,
             reconcile=lambda attempts: binding.reconcile_attempts(attempts, count),
@@ -620,12 +640,14 @@ class ServiceBusTransport(BaseTransport):
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         receipt = self._receipt(delivery)
-        self._replace(receipt, receipt.queue, self._native(body, None, delay_ms))
+        native = self._native(body, None, delay_ms, carried=delivery.carried_headers)
+        self._replace(receipt, receipt.queue, native)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         """The record goes to the ordinary queue ``dlq`` (``<queue>.dlq``), as babelqueue's
         runtime sends it; the broker's own ``$DeadLetterQueue`` is not used."""
-        self._replace(self._receipt(delivery), dlq, self._native(body, None, 0))
+        native = self._native(body, None, 0, carried=delivery.carried_headers)
+        self._replace(self._receipt(delivery), dlq, native)
 
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         from azure.servicebus.exceptions import MessageAlreadySettled, MessageLockLostError

@@ -37,10 +37,17 @@ umask), since message bodies carry personal data; SQLite gives its ``-wal`` and 
 files the database file's mode. An existing file keeps its mode (sharing it with a group is
 the owner's decision). A path the operating system or SQLite refuses is a one-line
 ConfigurationError at open naming the path and the reason.
+
+Headers (``publish(..., headers=...)``, a W3C ``traceparent``) are kept as a JSON object in
+column ``headers`` beside the body (NULL when there are none) and returned on
+``Delivery.headers``; a retry or dead-letter keeps them. A database made before that column
+existed gets it at open (``ALTER TABLE ... ADD COLUMN``, a metadata-only change in SQLite,
+done inside the schema transaction so two processes opening it at once add it once).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -48,7 +55,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -74,7 +81,8 @@ _SCHEMA = (
         available_at INTEGER NOT NULL,  -- epoch ms: due time, or reservation deadline when leased
         lease INTEGER,                  -- token of the current reservation, NULL when waiting
         delivery_count INTEGER NOT NULL DEFAULT 0,
-        created_at INTEGER NOT NULL     -- epoch ms the body was stored
+        created_at INTEGER NOT NULL,    -- epoch ms the body was stored
+        headers TEXT                    -- JSON object of native headers, NULL when none
     )""",
     f"CREATE INDEX IF NOT EXISTS {TABLE}_next ON {TABLE} (queue, available_at, id)",
     # rows held under a tag are found by their lease; waiting rows (NULL) are not indexed
@@ -91,9 +99,9 @@ UPDATE {TABLE} SET lease = ?, available_at = ?, delivery_count = delivery_count 
 WHERE id IN (
     SELECT id FROM {TABLE} WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT ?
 )
-RETURNING id, body, delivery_count, created_at
+RETURNING id, body, delivery_count, created_at, headers
 """
-_INSERT = f"INSERT INTO {TABLE} (queue, body, available_at, created_at) VALUES (?, ?, ?, ?)"
+_INSERT = f"INSERT INTO {TABLE} (queue, body, available_at, created_at, headers) VALUES (?, ?, ?, ?, ?)"
 _DELETE_LEASED = f"DELETE FROM {TABLE} WHERE id = ? AND lease = ?"
 _RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE id = ? AND lease = ?"
 _RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE id = ? AND lease = ?"
@@ -112,7 +120,7 @@ _TAG_RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE lease =
 _TAG_RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ?"
 _TAG_TAKE_BACK = (
     f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ? "
-    "RETURNING id, body, delivery_count, created_at"
+    "RETURNING id, body, delivery_count, created_at, headers"
 )
 _TAG_DELETE = f"DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
 _TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
@@ -128,6 +136,32 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 #: mode of a database file this transport creates: owner read/write only
 FILE_MODE = 0o600
+
+
+def _headers_column(headers: Mapping[str, str] | None) -> str | None:
+    """What column ``headers`` stores: compact JSON of the non-blank string pairs, or NULL."""
+    clean = {str(k): str(v) for k, v in (headers or {}).items() if k and v is not None and v != ""}
+    return json.dumps(clean, ensure_ascii=False, separators=(",", ":")) if clean else None
+
+
+def _headers_of(stored: str | None) -> dict[str, str]:
+    """The headers a row carries (a value that is not a JSON object of strings reads as none)."""
+    if not stored:
+        return {}
+    try:
+        doc = json.loads(stored)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an older babelq up to the current table (inside the schema
+    transaction): ``headers`` is added as a nullable column, which SQLite does without
+    rewriting rows."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({TABLE})")}
+    if "headers" not in columns:
+        conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN headers TEXT")
 
 
 def _now_ms() -> int:
@@ -357,6 +391,7 @@ class SQLiteTransport(BaseTransport):
         with self._transaction(conn):
             for statement in _SCHEMA:
                 conn.execute(statement)
+            _add_missing_columns(conn)
 
     @staticmethod
     @contextmanager
@@ -401,10 +436,16 @@ class SQLiteTransport(BaseTransport):
     # -- publish -------------------------------------------------------------------------
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         now = _now_ms()
-        row = (queue, bytes(body), now + max(int(delay_ms), 0), now)
+        row = (queue, bytes(body), now + max(int(delay_ms), 0), now, _headers_column(headers))
         self._write(lambda conn: conn.execute(_INSERT, row))
         self._notify()
 
@@ -412,7 +453,7 @@ class SQLiteTransport(BaseTransport):
         if not messages:
             return
         now = _now_ms()
-        rows = [(queue, bytes(m.body), now + max(int(m.delay_ms), 0), now) for m in messages]
+        rows = [(queue, bytes(m.body), now + max(int(m.delay_ms), 0), now, None) for m in messages]
         self._write(lambda conn: conn.executemany(_INSERT, rows))
         self._notify()
 
@@ -435,6 +476,8 @@ class SQLiteTransport(BaseTransport):
                 receipt=_Receipt(row[0], lease),
                 delivery_count=row[2],
                 stored_at=row[3],
+                headers=(carried := _headers_of(row[4])),
+                carried_headers=carried,
             )
             for row in rows
         ]
@@ -553,7 +596,7 @@ class SQLiteTransport(BaseTransport):
         def move(conn: sqlite3.Connection) -> bool:
             if conn.execute(_DELETE_LEASED, (r.row_id, r.lease)).rowcount != 1:
                 return False
-            conn.execute(_INSERT, (dlq, bytes(body), now, now))
+            conn.execute(_INSERT, (dlq, bytes(body), now, now, _headers_column(delivery.headers)))
             return True
 
         if not self._write(move):
@@ -566,7 +609,7 @@ class SQLiteTransport(BaseTransport):
         rows.sort(key=lambda row: row[0])
         return [
             Delivery(body=row[1], queue=queue, receipt=_Receipt(row[0], lease), delivery_count=row[2],
-                     stored_at=row[3])
+                     stored_at=row[3], headers=(carried := _headers_of(row[4])), carried_headers=carried)
             for row in rows
         ]  # fmt: skip
 

@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 #: babelq's own attribute for delays SQS cannot express natively (epoch ms).
 DELIVER_AT_ATTRIBUTE = "bq-deliver-at"
 MAX_BATCH_ENTRIES = 10
+#: SQS refuses a message with more message attributes than this
+MAX_ATTRIBUTES = 10
+#: attribute-name prefix of the binding's own projection (never a carried header)
+_BINDING_PREFIX = "bq-"
 MAX_BATCH_BYTES = 256 * 1024
 MAX_VISIBILITY_SECONDS = 43_200
 MAX_WAIT_SECONDS = 20
@@ -140,6 +144,32 @@ def _chunks(entries: Sequence[_Entry]) -> Iterator[list[_Entry]]:
         weight += size
     if batch:
         yield batch
+
+
+def _add_headers(attrs: dict[str, dict[str, str]], headers: Mapping[str, str] | None) -> None:
+    """Carry ``headers`` as String message attributes beside the binding's ``bq-*`` ones (which
+    win a collision). SQS allows :data:`MAX_ATTRIBUTES` per message: headers that do not fit are
+    refused in one line rather than silently dropped (a lost ``traceparent`` breaks a trace)."""
+    clean = {str(k): str(v) for k, v in (headers or {}).items() if k and v is not None and v != ""}
+    own = len(attrs)
+    for name, value in clean.items():
+        attrs.setdefault(name, {"DataType": "String", "StringValue": value})
+    if len(attrs) > MAX_ATTRIBUTES:
+        raise SQSError(
+            f"headers: SQS carries at most {MAX_ATTRIBUTES} message attributes and this message "
+            f"uses {own} of its own, so at most {MAX_ATTRIBUTES - own} headers fit; got {len(clean)}"
+        )
+
+
+def _carried(attrs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """``Delivery.carried_headers``: the String attributes that are not the binding's ``bq-*``."""
+    return {
+        name: value["StringValue"]
+        for name, value in attrs.items()
+        if not name.startswith(_BINDING_PREFIX)
+        and value.get("DataType", "").startswith("String")
+        and "StringValue" in value
+    }
 
 
 def _attributes_read_back(raw: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -262,6 +292,7 @@ class SQSTransport(BaseTransport):
         *,
         dedup_suffix: str | None = None,
         attributes: dict[str, dict[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> _Entry:
         try:
             text = body.decode("utf-8")
@@ -284,6 +315,8 @@ class SQSTransport(BaseTransport):
         native = 0 if fifo else binding.delay_seconds(delay_ms)
         if delay_ms > 0 and (fifo or delay_ms > native * 1000):
             attrs[DELIVER_AT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(_now_ms() + delay_ms)}
+        if headers:
+            _add_headers(attrs, headers)
         params: dict[str, str] = {}
         if fifo:
             params = binding.fifo_parameters(
@@ -307,9 +340,16 @@ class SQSTransport(BaseTransport):
                 raise SQSError(f"SendMessageBatch to {queue!r}: {len(failed)} entries failed: {failed[:3]}")
 
     def publish(
-        self, queue: str, body: bytes, *, envelope: Envelope | None = None, delay_ms: int = 0
+        self,
+        queue: str,
+        body: bytes,
+        *,
+        envelope: Envelope | None = None,
+        delay_ms: int = 0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._send(queue, [self._entry(queue, body, envelope, delay_ms)])
+        """``headers`` ride as String message attributes (at most 10 attributes in all)."""
+        self._send(queue, [self._entry(queue, body, envelope, delay_ms, headers=headers)])
 
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         if messages:
@@ -361,7 +401,8 @@ class SQSTransport(BaseTransport):
             queue=queue,
             receipt=_Receipt(url, message["ReceiptHandle"]),
             delivery_count=int(raw_count) if raw_count is not None and raw_count.isdigit() else None,
-            headers=_attributes_read_back(message.get("MessageAttributes", {})),
+            headers=(attrs := _attributes_read_back(message.get("MessageAttributes", {}))),
+            carried_headers=_carried(attrs),
             stored_at=int(sent) if sent is not None and sent.isdigit() else None,
             reconcile=functools.partial(binding.reconcile_attempts, approximate_receive_count=raw_count),
         )
@@ -484,11 +525,14 @@ class SQSTransport(BaseTransport):
                 suffix = f"-a{decode(body).attempts}"
             except DecodeError:
                 suffix = f"-{uuid.uuid4().hex[:12]}"
-        self._send(delivery.queue, [self._entry(delivery.queue, body, None, delay_ms, dedup_suffix=suffix)])
+        entry = self._entry(
+            delivery.queue, body, None, delay_ms, dedup_suffix=suffix, headers=delivery.carried_headers
+        )
+        self._send(delivery.queue, [entry])
         self.ack(delivery)
 
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
-        self._send(dlq, [self._entry(dlq, body, None, 0)])
+        self._send(dlq, [self._entry(dlq, body, None, 0, headers=delivery.carried_headers)])
         self.ack(delivery)
 
     # -- administration ---------------------------------------------------------------
