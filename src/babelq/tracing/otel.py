@@ -1,0 +1,46 @@
+"""The one place that imports OpenTelemetry, on first use, with a one-line error without it."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from babelq.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from opentelemetry.propagators.textmap import TextMapPropagator
+    from opentelemetry.trace import Tracer, TracerProvider
+
+#: instrumentation scope of babelq's spans
+SCOPE = "babelq.tracing"
+
+
+def require(module: str) -> Any:
+    """Import ``module`` of opentelemetry-api, or a ConfigurationError saying how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            "tracing: needs the opentelemetry-api package (pip install 'babelq[otel]')"
+        ) from exc
+
+
+def tracer_for(tracer: Tracer | None, provider: TracerProvider | None) -> Tracer:
+    """``tracer``, else one of ``provider`` (else the global provider) for babelq's scope."""
+    if tracer is not None:
+        return tracer
+    trace = require("opentelemetry.trace")
+    from babelq import __version__
+
+    got: Tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=provider)
+    return got
+
+
+def w3c_propagator(propagator: TextMapPropagator | None) -> TextMapPropagator:
+    """``propagator``, else W3C Trace Context (``traceparent``/``tracestate``): the format every
+    SDK of the standard reads, whatever the process's global propagator is set to."""
+    if propagator is not None:
+        return propagator
+    module = require("opentelemetry.trace.propagation.tracecontext")
+    made: TextMapPropagator = module.TraceContextTextMapPropagator()
+    return made

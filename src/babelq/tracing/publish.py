@@ -1,0 +1,71 @@
+"""The publish side: a PRODUCER span per publication, its context sent as ``traceparent``.
+
+>>> from babelq.runtime import App
+>>> from babelq.tracing import TracePublishMiddleware
+>>> app = App("memory://", publish_middleware=[TracePublishMiddleware()])
+
+Each publication passing the chain gets a span ``publish <queue>`` (kind PRODUCER), a child
+of whatever span is current (an HTTP request, the consumer span of the message being handled,
+or none: a new trace). Its context is written into ``Publication.headers`` as W3C
+``traceparent``/``tracestate``, which the transport carries natively; the envelope, and so its
+``trace_id``, is passed on unchanged. The span ends when the transport has the message (the
+rest of the chain ran), so its duration is the publish; a refusal is recorded on it and raised.
+
+App hands a publication that carries headers to the transport on its own (one ``publish``
+call), so with this middleware a ``publish_many`` batch goes out as single publishes: the price
+of a ``traceparent`` per message (``bench/bench_tracing.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from babelq.runtime.middleware import Publication, PublishNext
+from babelq.tracing import names
+from babelq.tracing.otel import require, tracer_for, w3c_propagator
+
+if TYPE_CHECKING:
+    from opentelemetry.propagators.textmap import TextMapPropagator
+    from opentelemetry.trace import Tracer, TracerProvider
+
+
+class TracePublishMiddleware:
+    """``(publication, call_next)``: span, inject ``traceparent``, pass on (add it last)."""
+
+    def __init__(
+        self,
+        tracer: Tracer | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        propagator: TextMapPropagator | None = None,
+        system: str = "babelq",
+    ) -> None:
+        """``tracer`` (else one from ``tracer_provider`` or the global provider); ``propagator``
+        writes the headers (default: W3C Trace Context); ``system`` is ``messaging.system``
+        (:func:`babelq.tracing.names.system_of` gives the conventional value for a scheme)."""
+        trace = require("opentelemetry.trace")
+        self.tracer = tracer_for(tracer, tracer_provider)
+        self.propagator = w3c_propagator(propagator)
+        self.system = system
+        self._producer = trace.SpanKind.PRODUCER
+        self._in_context = trace.set_span_in_context
+
+    def __call__(self, publication: Publication, call_next: PublishNext) -> None:
+        envelope = publication.envelope
+        attributes = {
+            names.SYSTEM: self.system,
+            names.OPERATION_TYPE: "send",
+            names.OPERATION_NAME: "publish",
+            names.DESTINATION: publication.queue,
+            names.MESSAGE_ID: envelope.id,
+            names.CONVERSATION_ID: envelope.trace_id,
+            names.TRACE_ID: envelope.trace_id,
+            names.URN: envelope.urn,
+        }
+        with self.tracer.start_as_current_span(
+            f"publish {publication.queue}", kind=self._producer, attributes=attributes
+        ) as span:
+            carrier = dict(publication.headers)
+            self.propagator.inject(carrier, context=self._in_context(span))
+            call_next(dataclasses.replace(publication, headers=carrier))
