@@ -72,3 +72,21 @@ def test_a_value_under_an_unknown_key_fails_on_both_sides() -> None:
         bq_gdpr.unprotect(copy.deepcopy(sealed), SCHEMA, ReferenceAesGcm(base64.b64decode(key_b64())))
     with pytest.raises(UndecryptableError):
         unprotected(sealed, SCHEMA, cipher_for(("k2", key_b64())))
+
+
+def test_pinned_difference_nested_marks() -> None:
+    """A mark inside a marked object: babelq applies it once; the package's unprotect trips on it."""
+    schema = {
+        "properties": {"who": {"x-gdpr-sensitive": True, "properties": {"name": {"x-gdpr-sensitive": True}}}}
+    }
+    data = {"who": {"name": "Bob", "age": 3}}
+    key = key_b64()
+    ours, ref = cipher_for(("k1", key)), ReferenceAesGcm(base64.b64decode(key))
+    sealed = protected(data, schema, ours)
+    assert isinstance(sealed["who"], str)
+    theirs = copy.deepcopy(data)
+    bq_gdpr.protect(theirs, schema, ref)
+    assert isinstance(theirs["who"], str)  # the package also seals the outer value once
+    assert unprotected(theirs, schema, ours) == data  # and babelq opens it
+    with pytest.raises(DecryptError):  # but the package cannot open its own (nor babelq's)
+        bq_gdpr.unprotect(copy.deepcopy(sealed), schema, ref)

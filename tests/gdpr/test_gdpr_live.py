@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import require_service
 
 from babelq.gdpr.middleware import ProtectFields, UnprotectFields
 from babelq.runtime import App, Backoff
 from babelq.runtime.message import Message
 from babelq.schema import SchemaRegistry
+from conftest import require_service
 
 from .support import CLEARTEXTS, DATA, SCHEMA, URN, cipher_for, key_b64
 
