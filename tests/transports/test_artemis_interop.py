@@ -315,7 +315,8 @@ class FakeLink:
             self.credit -= 1
             delivery = FakeDelivery(self, stored)
             self._incoming.append(delivery)
-            self.handler.on_delivery(type("Event", (), {"delivery": delivery})())
+            # proton's Event carries the delivery and its link (the transport reads the link from it)
+            self.handler.on_delivery(type("Event", (), {"delivery": delivery, "link": self})())
 
 
 class FakeBlockingSender:
