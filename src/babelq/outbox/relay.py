@@ -70,8 +70,13 @@ class RelayResult:
         self.outages += other.outages
 
     def as_dict(self) -> dict[str, int]:
-        return {"claimed": self.claimed, "published": self.published, "failed": self.failed,
-                "batches": self.batches, "outages": self.outages}
+        return {
+            "claimed": self.claimed,
+            "published": self.published,
+            "failed": self.failed,
+            "batches": self.batches,
+            "outages": self.outages,
+        }
 
 
 def _not_the_rows_fault(exc: BaseException) -> bool:
@@ -172,8 +177,11 @@ class Relay:
         try:
             self.store.finish(claim, published, failed)
         except Exception as exc:
-            log.warning("outbox: could not mark %d published rows (they will be published again): %s",
-                        len(published), one_line(exc))
+            log.warning(
+                "outbox: could not mark %d published rows (they will be published again): %s",
+                len(published),
+                one_line(exc),
+            )
             self.store.abandon(claim)
             return
         self.totals.add(RelayResult(published=len(published), failed=len(failed)))
@@ -205,8 +213,13 @@ class Relay:
                     self._publish_run(queue, [row], now, published, failed)
                 return
             error = one_line(exc)
-            log.warning("outbox: row %d for queue %r refused by %s, marked failed: %s",
-                        rows[0].id, queue, self._broker, error)
+            log.warning(
+                "outbox: row %d for queue %r refused by %s, marked failed: %s",
+                rows[0].id,
+                queue,
+                self._broker,
+                error,
+            )
             failed.append((rows[0].id, error))
             return
         published.extend(row.id for row in rows)
@@ -235,8 +248,12 @@ class Relay:
                     raise
                 total.outages += 1
                 delay = self._pauses.next()
-                log.warning("outbox relay: unavailable (attempt %d, retrying in %.1f s): %s",
-                            self._pauses.failures, delay, one_line(exc))
+                log.warning(
+                    "outbox relay: unavailable (attempt %d, retrying in %.1f s): %s",
+                    self._pauses.failures,
+                    delay,
+                    one_line(exc),
+                )
                 self._stopping.wait(delay)
                 continue
             if self._pauses.failures:

@@ -30,14 +30,18 @@ def outbox_url(value: str | None, option: str) -> str:
 
     url = value or os.environ.get(OUTBOX_ENV)
     if not url:
-        raise ConfigurationError(f"{option}: no outbox URL given; pass {option} URL or set {OUTBOX_ENV}")
+        given = "the URL argument" if option == "URL" else f"{option} URL"
+        raise ConfigurationError(f"{option}: no outbox URL given; pass {given} or set {OUTBOX_ENV}")
     return url
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", nargs="?", metavar="URL",
-                        help=f"outbox database: sqlite:///path.db, a file path or postgresql://... "
-                        f"(default: ${OUTBOX_ENV})")
+    parser.add_argument(
+        "url",
+        nargs="?",
+        metavar="URL",
+        help=f"outbox database: sqlite:///path.db, a file path or postgresql://... (default: ${OUTBOX_ENV})",
+    )
     parser.add_argument("--table", default="babelq_outbox", help="outbox table (default: babelq_outbox)")
 
 

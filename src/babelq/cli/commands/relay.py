@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
@@ -38,16 +39,27 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--batch", type=int, default=500, metavar="N", help="rows per batch (default 500)")
     parser.add_argument("--once", action="store_true", help="publish what is pending now, then exit")
     parser.add_argument("--table", default="babelq_outbox", help="outbox table (default: babelq_outbox)")
-    parser.add_argument("--lease", type=float, default=60.0, metavar="SECONDS",
-                        help="SQLite: how long a batch's claim lasts if the relay dies (default 60)")
-    parser.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
-                        help="wait between polls of an empty outbox (default 0.5)")
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="SQLite: how long a batch's claim lasts if the relay dies (default 60)",
+    )
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="wait between polls of an empty outbox (default 0.5)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from babelq.errors import ConfigurationError, UnavailableError
     from babelq.outbox import Relay
+    from babelq.runtime.outage import RetryPause
     from babelq.runtime.signals import stop_on_signals
     from babelq.transports import open_transport
     from babelq.urls import redact
@@ -60,16 +72,29 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--poll: must be > 0 seconds, got {args.poll}")
     source = outbox_url(args.outbox, "--outbox")
     broker = required_broker_url(args)
-    try:
-        transport = open_transport(broker)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"--broker {redact(broker)}: {exc}") from exc
-    except UnavailableError as exc:
-        raise UnavailableError(f"--broker {redact(broker)}: {exc}") from exc
     logging.basicConfig(level=logging.WARNING, format="babelq relay: %(message)s")
+    pauses = RetryPause(first=0.5, cap=10.0)
+    while True:  # a long-running relay waits for a broker that is down when it starts
+        try:
+            transport = open_transport(broker)
+            break
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--broker {redact(broker)}: {exc}") from exc
+        except UnavailableError as exc:
+            if args.once:
+                raise UnavailableError(f"--broker {redact(broker)}: {exc}") from exc
+            delay = pauses.next()
+            logging.getLogger("babelq.cli").warning("broker unavailable, retrying in %.1f s: %s", delay, exc)
+            time.sleep(delay)
     try:
-        relay = Relay(source, transport, batch=args.batch, table=args.table, lease_seconds=args.lease,
-                      poll_interval=args.poll)
+        relay = Relay(
+            source,
+            transport,
+            batch=args.batch,
+            table=args.table,
+            lease_seconds=args.lease,
+            poll_interval=args.poll,
+        )
     except BaseException:
         transport.close()
         raise
