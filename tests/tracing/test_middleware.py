@@ -214,3 +214,34 @@ def test_without_opentelemetry_the_error_says_how_to_get_it() -> None:
     expected = r"tracing: needs the opentelemetry-api package .*babelq\[otel\]"
     with pytest.raises(ConfigurationError, match=expected):
         require("opentelemetry_not_installed_here")
+
+
+def test_root_from_trace_id_makes_the_envelope_trace_id_the_otel_trace(spans: Spans) -> None:
+    transport = MemoryTransport()
+    publisher = App(
+        transport, queue="orders",
+        publish_middleware=[TracePublishMiddleware(spans.tracer, root_from_trace_id=True)],
+    )
+    trace_id = str(uuid.uuid4())
+    publisher.publish(URN, {}, trace_id=trace_id)
+    producer = spans.one(SpanKind.PRODUCER)
+    assert producer.context.trace_id == uuid.UUID(trace_id).int
+    # a consumer that lost the header falls back into the very same trace
+    [delivery] = transport.reserve("orders")
+    transport.release(delivery)
+    from babelq.envelope import decode as decode_body
+
+    stripped = MemoryTransport()
+    stripped.publish("orders", delivery.body)
+    app = make_app(spans, stripped)
+    app.register(URN, lambda message: None)
+    app.drain()
+    consumer = spans.one(SpanKind.CONSUMER)
+    assert consumer.context.trace_id == producer.context.trace_id
+    assert decode_body(delivery.body).trace_id == trace_id
+    # inside an active span it continues that span instead
+    with spans.tracer.start_as_current_span("request"):
+        publisher.publish(URN, {}, trace_id=str(uuid.uuid4()))
+    request = next(s for s in spans.finished() if s.name == "request")
+    second = spans.of_kind(SpanKind.PRODUCER)[-1]
+    assert second.parent is not None and second.parent.span_id == request.context.span_id

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next
 from babelq.runtime.outcome import Action, Outcome
-from babelq.tracing import ids, names
-from babelq.tracing.otel import require, tracer_for, w3c_propagator
+from babelq.tracing import names
+from babelq.tracing.otel import require, trace_id_parent, tracer_for, w3c_propagator
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -66,14 +66,7 @@ class TraceConsumeMiddleware:
             if self._trace.get_current_span(extracted).get_span_context().is_valid:
                 return extracted, "traceparent"
         if self.fallback_to_trace_id and message.trace_id:
-            trace = self._trace
-            remote = trace.SpanContext(
-                trace_id=ids.otel_trace_id(message.trace_id),
-                span_id=ids.parent_span_id(message.trace_id),
-                is_remote=True,
-                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-            )
-            return trace.set_span_in_context(trace.NonRecordingSpan(remote)), "trace_id"
+            return trace_id_parent(message.trace_id), "trace_id"
         return None, "none"
 
     def __call__(self, message: Message, call_next: Next) -> Outcome:

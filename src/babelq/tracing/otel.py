@@ -6,8 +6,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from babelq.errors import ConfigurationError
+from babelq.tracing import ids
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.trace import Tracer, TracerProvider
 
@@ -34,6 +36,22 @@ def tracer_for(tracer: Tracer | None, provider: TracerProvider | None) -> Tracer
 
     got: Tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=provider)
     return got
+
+
+def trace_id_parent(trace_id: str) -> Context:
+    """A context whose (remote, non-recording, sampled) span stands for the producer of a message
+    with envelope ``trace_id``: a span started in it belongs to the trace ``trace_id`` maps to
+    (:func:`babelq.tracing.ids.otel_trace_id`). Sampled, so a parent-based sampler keeps it, as
+    the babelqueue package's consumers do."""
+    trace = require("opentelemetry.trace")
+    remote = trace.SpanContext(
+        trace_id=ids.otel_trace_id(trace_id),
+        span_id=ids.parent_span_id(trace_id),
+        is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+    context: Context = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    return context
 
 
 def w3c_propagator(propagator: TextMapPropagator | None) -> TextMapPropagator:

@@ -11,6 +11,13 @@ or none: a new trace). Its context is written into ``Publication.headers`` as W3
 ``trace_id``, is passed on unchanged. The span ends when the transport has the message (the
 rest of the chain ran), so its duration is the publish; a refusal is recorded on it and raised.
 
+With ``root_from_trace_id=True`` a publication made outside any span (the first hop) starts in
+the trace its envelope ``trace_id`` maps to, under a stand-in remote parent, instead of a new
+random trace: then the OTel trace id *is* the envelope's ``trace_id`` (hex of the UUID), and a
+consumer that never got the ``traceparent`` (a broker or SDK that drops headers) still falls
+back into the same trace. The price: the first span has a parent no backend ever receives, and
+the stand-in is sampled, so a ratio sampler at the root no longer decides (off by default).
+
 App hands a publication that carries headers to the transport on its own (one ``publish``
 call), so with this middleware a ``publish_many`` batch goes out as single publishes: the price
 of a ``traceparent`` per message (``bench/bench_tracing.py`` measures it).
@@ -23,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from babelq.runtime.middleware import Publication, PublishNext
 from babelq.tracing import names
-from babelq.tracing.otel import require, tracer_for, w3c_propagator
+from babelq.tracing.otel import require, trace_id_parent, tracer_for, w3c_propagator
 
 if TYPE_CHECKING:
     from opentelemetry.propagators.textmap import TextMapPropagator
@@ -40,6 +47,7 @@ class TracePublishMiddleware:
         tracer_provider: TracerProvider | None = None,
         propagator: TextMapPropagator | None = None,
         system: str = "babelq",
+        root_from_trace_id: bool = False,
     ) -> None:
         """``tracer`` (else one from ``tracer_provider`` or the global provider); ``propagator``
         writes the headers (default: W3C Trace Context); ``system`` is ``messaging.system``
@@ -48,6 +56,8 @@ class TracePublishMiddleware:
         self.tracer = tracer_for(tracer, tracer_provider)
         self.propagator = w3c_propagator(propagator)
         self.system = system
+        self.root_from_trace_id = root_from_trace_id
+        self._current = trace.get_current_span
         self._producer = trace.SpanKind.PRODUCER
         self._in_context = trace.set_span_in_context
 
@@ -63,8 +73,11 @@ class TracePublishMiddleware:
             names.TRACE_ID: envelope.trace_id,
             names.URN: envelope.urn,
         }
+        context = None
+        if self.root_from_trace_id and not self._current().get_span_context().is_valid:
+            context = trace_id_parent(envelope.trace_id)
         with self.tracer.start_as_current_span(
-            f"publish {publication.queue}", kind=self._producer, attributes=attributes
+            f"publish {publication.queue}", context=context, kind=self._producer, attributes=attributes
         ) as span:
             carrier = dict(publication.headers)
             self.propagator.inject(carrier, context=self._in_context(span))
