@@ -2,11 +2,18 @@
 
 Triage reads a DLQ without consuming it (reserve everything, then release it) and counts
 messages by reason, cause, URN, error and original queue. Redrive takes the selected
-messages off the DLQ and re-publishes them to their original queue with
-:func:`~babelq.envelope.redrive` (attempts 0, ``dead_letter`` removed, ``trace_id`` and
-``meta.id`` kept, so a payment that was in fact posted is still deduplicated). Poison records
-are never redriven: their bytes are not an envelope a consumer could handle; they stay on
-the DLQ and are reported.
+messages off the DLQ and re-publishes them to their original queue (or one queue given as
+``to_queue``) with :func:`~babelq.envelope.redrive` (attempts 0, ``dead_letter`` removed,
+``trace_id`` and ``meta.id`` kept, so a payment that was in fact posted is still deduplicated).
+Poison records are never redriven: their bytes are not an envelope a consumer could handle;
+they stay on the DLQ and are reported.
+
+A redriven message carries the replay mark (:mod:`babelq.runtime.replay`: the babelqueue
+package's ``bq-replay-bypass`` header, beside the body), so handlers can skip external effects
+with ``message.is_replay()``; ``mark=False`` puts it back unmarked (and removes a mark an earlier
+redrive left). Other headers the dead letter carried (a ``traceparent``) go along. A dry run
+(``dry_run=True``) makes the same plan, counts it by reason and target, and writes nothing: every
+message goes back to the DLQ as it was, as after a triage.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from dataclasses import dataclass, field
 import orjson
 
 from babelq.envelope import decode, redrive, urn_of
-from babelq.errors import DecodeError
+from babelq.errors import ConfigurationError, DecodeError
+from babelq.runtime.replay import with_mark
 from babelq.transports import Delivery, Outgoing, Transport
 
 log = logging.getLogger(__name__)
@@ -167,10 +175,31 @@ def triage(transport: Transport, dlq: str) -> Triage:
 
 @dataclass(slots=True)
 class RedriveResult:
+    """What a redrive did (or, on a dry run, would do)."""
+
     redriven: int = 0
     poison_kept: int = 0
     not_selected: int = 0
     to_queues: Counter[str] = field(default_factory=Counter)
+    #: the redriven messages by ``(dead_letter.reason, dead_letter.cause)`` (cause ``""`` when none)
+    by_reason: Counter[tuple[str, str]] = field(default_factory=Counter)
+    dry_run: bool = False
+    #: whether the redriven messages carry the replay mark
+    marked: bool = True
+
+    def lines(self, dlq: str) -> list[str]:
+        """The report, one fact a line (what ``babelq dlq redrive`` prints)."""
+        verb = "would redrive" if self.dry_run else "redriven"
+        out = [f"{verb} {self.redriven} from {dlq}: {dict(self.to_queues)}"]
+        for (reason, cause), n in sorted(self.by_reason.items(), key=lambda item: (-item[1], item[0])):
+            out.append(f"  {n} {reason or '-'}" + (f" (cause {cause})" if cause else ""))
+        if self.redriven:
+            mark = "marked as replays (message.is_replay())" if self.marked else "not marked as replays"
+            out.append(f"{'they would be' if self.dry_run else 'they are'} {mark}")
+        out.append(f"not selected {self.not_selected}")
+        if self.dry_run:
+            out.append("dry run: nothing was published or removed")
+        return out
 
 
 def selector(*, reason: str | None = None, cause: str | None = None, urn: str | None = None,
@@ -184,13 +213,18 @@ def selector(*, reason: str | None = None, cause: str | None = None, urn: str | 
 
 
 def redrive_messages(transport: Transport, dlq: str, choose: Callable[[DeadLetter], bool], *,
-                     limit: int | None = None, default_queue: str | None = None) -> RedriveResult:
-    """Move the chosen dead letters back to their original queue (poison records stay, reported)."""
+                     limit: int | None = None, default_queue: str | None = None, to_queue: str | None = None,
+                     dry_run: bool = False, mark: bool = True) -> RedriveResult:
+    """Move the chosen dead letters back to their original queue, or all to ``to_queue`` (poison
+    records stay, reported); each marked as a replay unless ``mark`` is False. ``dry_run``: plan
+    and count only, nothing is published or removed."""
+    if to_queue is not None and (not to_queue or to_queue == dlq):
+        raise ConfigurationError(f"to: must be another queue than the DLQ being redriven, got {to_queue!r}")
     held = _reserve_all(transport, dlq)
-    result = RedriveResult()
+    result = RedriveResult(dry_run=dry_run, marked=mark)
     done: list[Delivery] = []
     keep: list[Delivery] = []
-    outgoing: dict[str, list[Outgoing]] = {}
+    outgoing: dict[str, list[tuple[Outgoing, Delivery]]] = {}
     for delivery in held:
         info = describe(delivery.body)
         if not choose(info) or (limit is not None and result.redriven >= limit):
@@ -201,7 +235,7 @@ def redrive_messages(transport: Transport, dlq: str, choose: Callable[[DeadLette
             result.poison_kept += 1
             keep.append(delivery)
             continue
-        target = info.original_queue or default_queue
+        target = to_queue or info.original_queue or default_queue
         try:
             env = decode(delivery.body)
         except DecodeError:
@@ -210,13 +244,19 @@ def redrive_messages(transport: Transport, dlq: str, choose: Callable[[DeadLette
             result.poison_kept += 1
             keep.append(delivery)
             continue
-        outgoing.setdefault(target, []).append(Outgoing(redrive(env).encode()))
+        back = redrive(env)
+        outgoing.setdefault(target, []).append((Outgoing(back.encode(), back), delivery))
         done.append(delivery)
         result.redriven += 1
         result.to_queues[target] += 1
+        result.by_reason[(info.reason, info.cause)] += 1
+    if dry_run:
+        keep.extend(done)
+        done = []
+        outgoing = {}
     try:
         for queue, messages in outgoing.items():
-            transport.publish_many(queue, messages)
+            _publish(transport, queue, messages, mark)
         transport.ack_many(done)
     finally:
         for delivery in keep:
@@ -227,3 +267,12 @@ def redrive_messages(transport: Transport, dlq: str, choose: Callable[[DeadLette
     return result
 
 
+def _publish(transport: Transport, queue: str, messages: list[tuple[Outgoing, Delivery]], mark: bool) -> None:
+    """Publish redriven messages with the headers their dead letters carried, marked (or not) as
+    replays: one publish per message when any carries a header, else one batch."""
+    headed = [(message, with_mark(delivery.carried_headers, mark)) for message, delivery in messages]
+    if not any(headers for _, headers in headed):
+        transport.publish_many(queue, [message for message, _ in headed])
+        return
+    for message, headers in headed:
+        transport.publish(queue, message.body, envelope=message.envelope, headers=headers)

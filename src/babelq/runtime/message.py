@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from babelq.envelope import Envelope, make
+from babelq.runtime.replay import marked
 from babelq.transports.base import Delivery
 
 
@@ -109,6 +110,12 @@ class Message:
     def headers(self) -> Mapping[str, Any]:
         """The broker's native properties/attributes for this delivery."""
         return self._delivery.headers
+
+    def is_replay(self) -> bool:
+        """Whether this message was put back on purpose by a redrive (``babelq dlq redrive``, or the
+        babelqueue package's ``redrive(bypass=True)``): skip external effects that already fired.
+        See :mod:`babelq.runtime.replay`."""
+        return marked(self._delivery.carried_headers)
 
     # -- derived messages ----------------------------------------------------------------
     def with_data(self, data: Mapping[str, Any]) -> Message:
