@@ -206,3 +206,35 @@ def test_the_check_sees_what_earlier_middleware_passed_on(registry: SchemaRegist
     assert [m.data["amount"] for m in seen] == [5]
     assert app.stats()["schema_invalid"] == 1
     app.close()
+
+
+def test_agreed_order_with_gdpr_validates_cleartext_both_ways(tmp_path: Path) -> None:
+    """publish: schema check -> protect; consume: unprotect -> schema check. The marked field is
+    ``format: email``: its ciphertext would fail, so passing proves the check saw cleartext."""
+    pytest.importorskip("cryptography")
+    from babelq.gdpr import AesGcmCipher, Keyring, generate_key
+    from babelq.gdpr.middleware import ProtectFields, UnprotectFields
+
+    reg = SchemaRegistry()
+    reg.register(URN, SCHEMA)
+    cipher = AesGcmCipher(Keyring.parse("k1:" + generate_key()))
+    seen: list[Message] = []
+    url = f"sqlite:///{tmp_path}/q.db"
+    app = App(
+        url,
+        queue="q",
+        poll_timeout=0.05,
+        publish_middleware=[CheckSchemaOnPublish(reg), ProtectFields(reg, cipher)],
+        middleware=[UnprotectFields(reg, cipher), CheckSchema(reg)],
+    )
+    app.register(URN, seen.append)
+    app.publish(URN, {"order_id": "A", "amount": 1, "email": "ann@example.org"})
+    with pytest.raises(SchemaViolationError, match=r"\$\.email"):
+        app.publish(URN, {"order_id": "B", "amount": 1, "email": "ann at example"})  # refused in cleartext
+    [stored] = app.transport.reserve("q", max_messages=5)
+    assert b"ann@example.org" not in stored.body  # the broker holds ciphertext
+    app.transport.release(stored)
+    app.run_until_empty(timeout=10)
+    assert [m.data["email"] for m in seen] == ["ann@example.org"]
+    assert app.stats().get("schema_invalid", 0) == 0 and app.stats()["handled"] == 1
+    app.close()
