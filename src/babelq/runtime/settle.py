@@ -227,7 +227,8 @@ class Settler:
                 cause=outcome.cause,
                 reason=reason,
             )
-        why = f"{outcome.cause or reason}: {error}" if error else (outcome.cause or reason)
+        label = outcome.cause or reason
+        why = (error if error.startswith(f"{label}: ") else f"{label}: {error}") if error else label
         self._to_dlq(processed, record, reason, why, acks)
 
     def _record(
