@@ -213,3 +213,26 @@ def test_envelope_is_unchanged_but_for_the_reset(tmp_path: Path) -> None:
     [back] = transport.reserve("orders", max_messages=1)
     assert back.body == original.encode()
     transport.close()
+
+
+def test_report_warns_about_messages_no_handler_ran() -> None:
+    from collections import Counter
+
+    from babelq.pipelines.dlq import RedriveResult
+
+    result = RedriveResult(
+        redriven=3,
+        to_queues=Counter({"orders": 3}),
+        by_reason=Counter({("failed", "schema"): 2, ("failed", "max_attempts"): 1}),
+    )
+    assert result.lines("orders.dlq") == [
+        "redriven 3 from orders.dlq: {'orders': 3}",
+        "  2 failed (cause schema)",
+        "  1 failed (cause max_attempts)",
+        "they are marked as replays (message.is_replay())",
+        "note: 2 of them never reached a handler (cause schema), so their external effects never fired; "
+        "redrive those with --cause ... --no-mark",
+        "not selected 0",
+    ]
+    result.marked = False
+    assert not any(line.startswith("note:") for line in result.lines("orders.dlq"))

@@ -28,6 +28,8 @@ import orjson
 
 from babelq.envelope import decode, redrive, urn_of
 from babelq.errors import ConfigurationError, DecodeError
+from babelq.gdpr.middleware import UNDECRYPTABLE
+from babelq.runtime import rules
 from babelq.runtime.replay import with_mark
 from babelq.transports import Delivery, Outgoing, Transport
 
@@ -35,6 +37,10 @@ log = logging.getLogger(__name__)
 
 #: (reason, cause, urn, error, original_queue)
 TriageKey = tuple[str, str, str, str, str]
+
+#: Causes of dead letters whose handler never ran (a check before it refused them): their
+#: external effects never fired, so marking them as replays would skip effects owed.
+NEVER_HANDLED = frozenset({rules.EXPIRED, rules.UNKNOWN_URN, rules.SCHEMA, UNDECRYPTABLE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,13 @@ class RedriveResult:
         if self.redriven:
             mark = "marked as replays (message.is_replay())" if self.marked else "not marked as replays"
             out.append(f"{'they would be' if self.dry_run else 'they are'} {mark}")
+            unhandled = sum(n for (_, cause), n in self.by_reason.items() if cause in NEVER_HANDLED)
+            if self.marked and unhandled:
+                out.append(
+                    f"note: {unhandled} of them never reached a handler (cause "
+                    f"{', '.join(sorted(c for _, c in self.by_reason if c in NEVER_HANDLED))}), so their "
+                    "external effects never fired; redrive those with --cause ... --no-mark"
+                )
         out.append(f"not selected {self.not_selected}")
         if self.dry_run:
             out.append("dry run: nothing was published or removed")
