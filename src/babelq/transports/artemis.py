@@ -288,7 +288,9 @@ _STRINGS = frozenset((_NULL, 0xA1, 0xB1))
 _SYMBOLS = frozenset((_NULL, 0xA3, 0xB3))
 _BINARIES = frozenset((_NULL, 0xA0, 0xB0))
 _TIMESTAMPS = frozenset((_NULL, 0x83))
-_MESSAGE_IDS = _ULONGS | {_NULL, 0x98, 0xA0, 0xB0, 0xA1, 0xB1}
+#: message-id/correlation-id: ulong, uuid, string. A binary id is left to proton, whose Message
+#: hands it out as a memoryview (kept as is: the headers stay what they were)
+_MESSAGE_IDS = _ULONGS | {_NULL, 0x98, 0xA1, 0xB1}
 #: the codes each field of the header and properties lists may have (AMQP 1.0 part 3.2)
 _HEADER_FIELDS = (_BOOLS, frozenset((_NULL, 0x50)), _UINTS, _BOOLS, _UINTS)
 _PROPERTY_FIELDS = (
@@ -416,10 +418,15 @@ def _fields(buf: bytes, pos: int, allowed: tuple[frozenset[int], ...]) -> tuple[
         raise _ForProton
     if count > len(allowed) or end > len(buf):
         raise _ForProton
-    out = []
+    out: list[Any] = []
     pos = items_at
     for index in range(count):
-        if buf[pos] not in allowed[index]:
+        code = buf[pos]
+        if code == _NULL:  # most fields are absent: no call for them
+            out.append(None)
+            pos += 1
+            continue
+        if code not in allowed[index]:
             raise _ForProton
         item, pos = _value(buf, pos)
         out.append(item)
@@ -428,15 +435,85 @@ def _fields(buf: bytes, pos: int, allowed: tuple[frozenset[int], ...]) -> tuple[
     return out, end
 
 
+#: encoded section -> what it reads as. The header, annotation and application-properties
+#: sections of one producer's messages repeat byte for byte (same URN, same ``bq_*`` values), so
+#: each distinct encoding is read once. Only flat maps are kept (values handed out are copies).
+_SEEN: dict[bytes, Any] = {}
+_SEEN_MAX = 512
+
+
+def _section_end(buf: bytes, pos: int) -> int:
+    """Where the list or map encoded at ``pos`` ends (from its size field)."""
+    code = buf[pos]
+    if code in {0xC0, 0xC1}:
+        return pos + 2 + buf[pos + 1]
+    if code in {0xD0, 0xD1}:
+        return pos + 5 + int(_U32(buf, pos + 1)[0])
+    return pos + 1  # null, list0
+
+
+def _seen_map(buf: bytes, pos: int) -> tuple[dict[str, Any], int]:
+    """An annotations/application-properties map section as plain values, read once per encoding."""
+    end = _section_end(buf, pos)
+    key = buf[pos:end]
+    plain = _SEEN.get(key)
+    if plain is None:
+        if buf[pos] not in {_NULL, 0xC1, 0xD1}:
+            raise _ForProton
+        value, stop = _value(buf, pos)
+        if stop != end:
+            raise _ForProton
+        plain = _plain_map(value)
+        if not any(type(v) in (dict, list) for v in plain.values()):
+            if len(_SEEN) >= _SEEN_MAX:
+                _SEEN.clear()
+            _SEEN[key] = dict(plain)
+        return plain, end
+    return dict(plain), end
+
+
+def _seen_header(buf: bytes, pos: int) -> tuple[tuple[bool, int, bool], int]:
+    """The header section's durable, delivery-count and first-acquirer, read once per encoding."""
+    end = _section_end(buf, pos)
+    key = b"h" + buf[pos:end]
+    got = _SEEN.get(key)
+    if got is None:
+        fields, stop = _fields(buf, pos, _HEADER_FIELDS)
+        if stop != end:
+            raise _ForProton
+        fields += [None] * (5 - len(fields))
+        got = (bool(fields[0]), fields[4] or 0, bool(fields[3]))
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        _SEEN[key] = got
+    return got, end
+
+
 def _plain_map(value: Any) -> dict[str, Any]:
-    """An annotations/properties map as :func:`_plain` gives proton's: string keys, nested maps too."""
+    """An annotations/properties map as :func:`_plain` gives proton's. Only string (and symbol)
+    keys, nested maps included: :func:`_plain` spells any other key through proton's own type
+    (``ulong(7)``), so such a map is left to proton."""
     if value is None:
         return {}
     if type(value) is not dict:
         raise _ForProton
-    return {
-        (k if type(k) is str else str(k)): (_plain(v) if type(v) is dict else v) for k, v in value.items()
-    }
+    for k, v in value.items():
+        if type(k) is not str:
+            raise _ForProton
+        if type(v) is not str:
+            _check_nested(v)
+    return value
+
+
+def _check_nested(value: Any) -> None:
+    """Binary inside a map or list is left to proton, which hands it out as a memoryview."""
+    if type(value) is bytes:
+        raise _ForProton
+    if type(value) is dict:
+        _plain_map(value)
+    elif type(value) is list:
+        for item in value:
+            _check_nested(item)
 
 
 class Received(NamedTuple):
@@ -455,17 +532,17 @@ def read_message(raw: bytes) -> Received | None:
     :func:`stored_at_of` would give it after ``proton.Message.decode``; None when it uses an
     encoding left to proton (the caller then decodes with proton)."""
     try:
-        return _read(raw)
+        return _read(raw if type(raw) is bytes else bytes(raw))
     except (_ForProton, IndexError, ValueError, TypeError, struct.error, RecursionError):
         return None
 
 
 def _read(buf: bytes) -> Received:
     pos, size, last = 0, len(buf), 0
-    header: list[Any] = []
+    durable, count, first = False, 0, False
     props: list[Any] = []
-    annotations: Any = None
-    app: Any = None
+    annotations: dict[str, Any] = {}
+    app: dict[str, Any] = {}
     body: bytes = b""
     while pos < size:
         if buf[pos] != 0:
@@ -485,11 +562,11 @@ def _read(buf: bytes) -> Received:
             raise _ForProton  # out of order, repeated, unknown, or a second body section
         last = section
         if section == _HEADER:
-            header, pos = _fields(buf, pos, _HEADER_FIELDS)
+            (durable, count, first), pos = _seen_header(buf, pos)
         elif section == _PROPERTIES:
             props, pos = _fields(buf, pos, _PROPERTY_FIELDS)
         elif section == _DATA:
-            if buf[pos] not in (0xA0, 0xB0):
+            if buf[pos] not in {0xA0, 0xB0}:
                 raise _ForProton
             body, pos = _value(buf, pos)
         elif section == _VALUE:
@@ -498,31 +575,31 @@ def _read(buf: bytes) -> Received:
                 start = pos + (2 if code == 0xA1 else 5)
                 _, pos = _value(buf, pos)
                 body = buf[start:pos]
-            elif code in (_NULL, 0xA0, 0xB0):
+            elif code in {_NULL, 0xA0, 0xB0}:
                 value, pos = _value(buf, pos)
                 body = b"" if value is None else value
             else:
                 raise _ForProton  # another type: proton's value, then body_bytes
         elif section == _SEQUENCE:
             raise _ForProton
-        else:  # the annotation maps, application-properties, footer
-            if buf[pos] not in (_NULL, 0xC1, 0xD1):
+        elif section == _MESSAGE_ANN:
+            annotations, pos = _seen_map(buf, pos)
+        elif section == _APP_PROPS:
+            app, pos = _seen_map(buf, pos)
+        else:  # delivery annotations, footer: checked, not kept
+            if buf[pos] not in {_NULL, 0xC1, 0xD1}:
                 raise _ForProton
             value, pos = _value(buf, pos)
-            if section == _MESSAGE_ANN:
-                annotations = value
-            elif section == _APP_PROPS:
-                app = value
-    header += [None] * (5 - len(header))
+            _plain_map(value)
+    if pos != size:
+        raise _ForProton
     props += [None] * (13 - len(props))
-    durable, _, _, first, count = header
-    annotations = _plain_map(annotations)
     headers: dict[str, Any] = {
-        "durable": bool(durable),
-        "delivery_count": count or 0,
-        "first_acquirer": bool(first),
+        "durable": durable,
+        "delivery_count": count,
+        "first_acquirer": first,
         "message_annotations": annotations,
-        "application_properties": _plain_map(app),
+        "application_properties": app,
     }
     if props[5] is not None:
         headers["correlation_id"] = props[5]
@@ -532,7 +609,7 @@ def _read(buf: bytes) -> Received:
         headers["creation_time"] = round(props[9] / 1000.0 * 1000)  # as proton's seconds round-trip
     stored = annotations.get(INGRESS_TIME_ANNOTATION)
     stored_at = stored if type(stored) is int else None
-    return Received(bytes(body), headers, count or 0, bool(first), stored_at)
+    return Received(bytes(body), headers, count, first, stored_at)
 
 
 def proton_message(raw: bytes) -> Any:
