@@ -27,7 +27,7 @@ from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next
 from babelq.runtime.outcome import Action, Outcome
 from babelq.tracing import names
-from babelq.tracing.otel import require, trace_id_parent, tracer_for, w3c_propagator
+from babelq.tracing.otel import TraceIdParent, require, tracer_for, w3c_propagator
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -55,38 +55,44 @@ class TraceConsumeMiddleware:
         self.system = system
         self.fallback_to_trace_id = fallback_to_trace_id
         self._trace = trace
+        self._current = trace.get_current_span
         self._consumer = trace.SpanKind.CONSUMER
+        self._trace_id_parent = TraceIdParent()
 
     def parent(self, message: Message) -> tuple[Context | None, str]:
         """The context to start the span in and where it came from (``traceparent``,
         ``trace_id`` or ``none``)."""
         carried = message.delivery.carried_headers
-        if carried.get(names.TRACEPARENT):
+        if carried and carried.get(names.TRACEPARENT):
             extracted = self.propagator.extract(carried)
-            if self._trace.get_current_span(extracted).get_span_context().is_valid:
+            if self._current(extracted).get_span_context().is_valid:
                 return extracted, "traceparent"
-        if self.fallback_to_trace_id and message.trace_id:
-            return trace_id_parent(message.trace_id), "trace_id"
+        trace_id = message.trace_id
+        if self.fallback_to_trace_id and trace_id:
+            return self._trace_id_parent(trace_id), "trace_id"
         return None, "none"
 
     def __call__(self, message: Message, call_next: Next) -> Outcome:
         context, source = self.parent(message)
-        queue = message.delivery.queue
+        delivery = message.delivery
+        queue = delivery.queue
+        envelope = message.envelope
+        trace_id = envelope.trace_id
         attributes: dict[str, Any] = {
             names.SYSTEM: self.system,
             names.OPERATION_TYPE: "process",
             names.OPERATION_NAME: "process",
             names.DESTINATION: queue,
-            names.MESSAGE_ID: message.id,
-            names.CONVERSATION_ID: message.trace_id,
-            names.BODY_SIZE: len(message.body),
-            names.TRACE_ID: message.trace_id,
-            names.URN: message.urn,
+            names.MESSAGE_ID: envelope.id,
+            names.CONVERSATION_ID: trace_id,
+            names.BODY_SIZE: len(delivery.body),
+            names.TRACE_ID: trace_id,
+            names.URN: envelope.urn,
             names.ATTEMPTS: message.attempts,
             names.TRACE_SOURCE: source,
         }
-        if message.delivery_count is not None:
-            attributes[names.DELIVERY_COUNT] = message.delivery_count
+        if delivery.delivery_count is not None:
+            attributes[names.DELIVERY_COUNT] = delivery.delivery_count
         with self.tracer.start_as_current_span(
             f"process {queue}", context=context, kind=self._consumer, attributes=attributes
         ) as span:

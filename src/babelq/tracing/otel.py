@@ -38,20 +38,31 @@ def tracer_for(tracer: Tracer | None, provider: TracerProvider | None) -> Tracer
     return got
 
 
-def trace_id_parent(trace_id: str) -> Context:
-    """A context whose (remote, non-recording, sampled) span stands for the producer of a message
-    with envelope ``trace_id``: a span started in it belongs to the trace ``trace_id`` maps to
-    (:func:`babelq.tracing.ids.otel_trace_id`). Sampled, so a parent-based sampler keeps it, as
-    the babelqueue package's consumers do."""
-    trace = require("opentelemetry.trace")
-    remote = trace.SpanContext(
-        trace_id=ids.otel_trace_id(trace_id),
-        span_id=ids.parent_span_id(trace_id),
-        is_remote=True,
-        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-    )
-    context: Context = trace.set_span_in_context(trace.NonRecordingSpan(remote))
-    return context
+class TraceIdParent:
+    """Makes the context whose (remote, non-recording, sampled) span stands for the producer of a
+    message with envelope ``trace_id``: a span started in it belongs to the trace ``trace_id``
+    maps to (:func:`babelq.tracing.ids.otel_trace_id`). Sampled, so a parent-based sampler keeps
+    it, as the babelqueue package's consumers do. Built once per middleware: this runs per
+    message."""
+
+    __slots__ = ("_flags", "_in_context", "_span", "_span_context")
+
+    def __init__(self) -> None:
+        trace = require("opentelemetry.trace")
+        self._span_context = trace.SpanContext
+        self._span = trace.NonRecordingSpan
+        self._in_context = trace.set_span_in_context
+        self._flags = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+
+    def __call__(self, trace_id: str) -> Context:
+        remote = self._span_context(
+            trace_id=ids.otel_trace_id(trace_id),
+            span_id=ids.parent_span_id(trace_id),
+            is_remote=True,
+            trace_flags=self._flags,
+        )
+        context: Context = self._in_context(self._span(remote))
+        return context
 
 
 def w3c_propagator(propagator: TextMapPropagator | None) -> TextMapPropagator:

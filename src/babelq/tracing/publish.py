@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from babelq.runtime.middleware import Publication, PublishNext
 from babelq.tracing import names
-from babelq.tracing.otel import require, trace_id_parent, tracer_for, w3c_propagator
+from babelq.tracing.otel import TraceIdParent, require, tracer_for, w3c_propagator
 
 if TYPE_CHECKING:
     from opentelemetry.propagators.textmap import TextMapPropagator
@@ -57,28 +57,34 @@ class TracePublishMiddleware:
         self.propagator = w3c_propagator(propagator)
         self.system = system
         self.root_from_trace_id = root_from_trace_id
+        self._trace_id_parent = TraceIdParent()
         self._current = trace.get_current_span
         self._producer = trace.SpanKind.PRODUCER
         self._in_context = trace.set_span_in_context
 
     def __call__(self, publication: Publication, call_next: PublishNext) -> None:
         envelope = publication.envelope
+        queue = publication.queue
+        trace_id = envelope.trace_id
         attributes = {
             names.SYSTEM: self.system,
             names.OPERATION_TYPE: "send",
             names.OPERATION_NAME: "publish",
-            names.DESTINATION: publication.queue,
+            names.DESTINATION: queue,
             names.MESSAGE_ID: envelope.id,
-            names.CONVERSATION_ID: envelope.trace_id,
-            names.TRACE_ID: envelope.trace_id,
+            names.CONVERSATION_ID: trace_id,
+            names.TRACE_ID: trace_id,
             names.URN: envelope.urn,
         }
         context = None
         if self.root_from_trace_id and not self._current().get_span_context().is_valid:
-            context = trace_id_parent(envelope.trace_id)
+            context = self._trace_id_parent(trace_id)
         with self.tracer.start_as_current_span(
-            f"publish {publication.queue}", context=context, kind=self._producer, attributes=attributes
+            f"publish {queue}", context=context, kind=self._producer, attributes=attributes
         ) as span:
             carrier = dict(publication.headers)
             self.propagator.inject(carrier, context=self._in_context(span))
-            call_next(dataclasses.replace(publication, headers=carrier))
+            if carrier == publication.headers:  # nothing written (a non-recording tracer)
+                call_next(publication)
+            else:
+                call_next(dataclasses.replace(publication, headers=carrier))
