@@ -208,3 +208,34 @@ def test_uuid_ids_read_as_uuids() -> None:
     got = read_message(bytes(message.encode()))
     assert got is not None
     assert got.headers["message_id"] == uuid.UUID(int=7) and got.headers["correlation_id"] == 9
+
+
+def test_live_consumer_takes_deliveries_off_the_collector() -> None:
+    """Over RabbitMQ's AMQP 1.0 plugin: the consumer link's deliveries are taken by the
+    transport's collector (no per-message proton Event), in order, bytes and headers intact;
+    a proton without what that needs would fall back to the event path and fail this test."""
+    from babelq.transports import Outgoing
+    from babelq.transports.artemis import ArtemisTransport
+    from transports.test_artemis_contract import URL, require_amqp10
+
+    require_amqp10()
+    transport = ArtemisTransport.from_url(URL, heartbeat=0)
+    queue = f"reader-{uuid.uuid4().hex[:8]}"
+    try:
+        envs = [make("urn:babel:orders:created", {"n": i}) for i in range(30)]
+        transport.publish_many(queue, [Outgoing(e.encode(), e) for e in envs] + [Outgoing(b"\xff raw")])
+        got = []
+        while len(got) < 31:
+            batch = transport.reserve(queue, max_messages=10, timeout=5)
+            assert batch
+            got += batch
+        collector = transport._conn.container._collector
+        assert type(collector).__name__ == "DeliveryCollector" and collector.inboxes
+        assert [d.body for d in got] == [e.encode() for e in envs] + [b"\xff raw"]
+        assert got[0].headers["message_annotations"] == {"x-opt-jms-type": "urn:babel:orders:created"}
+        assert got[0].headers["message_id"] == envs[0].meta["id"] and got[0].delivery_count == 1
+        transport.ack_many(got)
+        assert transport.size(queue) == 0
+    finally:
+        transport.delete_queue(queue)
+        transport.close()
