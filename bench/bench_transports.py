@@ -17,6 +17,10 @@ nothing about AWS ("semantics only"). SQLite has no babelqueue counterpart.
     .venv/bin/python bench/bench_transports.py               # 20k messages per broker
     .venv/bin/python bench/bench_transports.py --messages 5000 --only redis amqp
     .venv/bin/python bench/bench_transports.py --only artemis   # needs rabbitmq_amqp1_0 enabled
+
+Artemis runs babelq and babelqueue alternately for ``--artemis-rounds`` rounds (default 3): its
+table rows are the median round, and a summary after the tables gives each round's rates, the
+median and range of the per-round ratios and the load average around each round.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import logging
 import os
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -206,31 +211,95 @@ def run_amqp(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]
         cleaner.close()
 
 
-def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]:
+#: the artemis rounds' summary lines, printed after the tables
+ARTEMIS_SUMMARY: list[str] = []
+
+
+def _median_result(rounds: list[Result]) -> Result:
+    """One row for the table: the median of the rounds' publish and consume times."""
+    first = rounds[0]
+    note = f"{first.note}, median of {len(rounds)} rounds" if len(rounds) > 1 else first.note
+    publish_s = statistics.median(r.publish_s for r in rounds)
+    consume_s = statistics.median(r.consume_s for r in rounds)
+    return Result(first.broker, first.sdk, first.messages, publish_s, consume_s, note)
+
+
+def _spread(values: list[float]) -> str:
+    ordered = sorted(values)
+    median = statistics.median(ordered)
+    return f"{median:.1f}x (range {ordered[0]:.1f}x-{ordered[-1]:.1f}x)"
+
+
+def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int = 3) -> list[Result]:
     """AMQP 1.0 on RabbitMQ 3.10's plugin: babelq's artemis:// next to babelqueue's ArtemisTransport
-    (which receives with credit 1: one round trip per message)."""
+    (which receives with credit 1: one round trip per message).
+
+    The two SDKs run alternately, ``rounds`` times (babelq first in even rounds, the package first
+    in odd ones), each round on fresh queues, so a burst of load from a neighbour lands on both
+    sides; the ratios are per round (ours over theirs in the same round) and summarised as the
+    median and range, with the load average at the start and end of each round.
+    """
     from babelqueue.artemis_transport import ArtemisTransport as TheirArtemis
 
     from babelq.transports.artemis import ArtemisTransport
 
-    ours_q, raw_q, theirs_q = (f"bench-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("bq", "raw", "base"))
     url = f"{ARTEMIS_URL}&prefetch={4 * prefetch}"  # credit keeps messages coming while a batch is handled
-    try:
-        ours = bench_babelq("artemis", url, ours_q, n, batch=batch, prefetch=prefetch)
+    queues: list[str] = []
+
+    def fresh(kind: str) -> str:
+        queues.append(f"bench-{kind}-{uuid.uuid4().hex[:8]}")
+        return queues[-1]
+
+    def theirs_round() -> Result:
         their_transport = TheirArtemis("artemis://guest:guest@127.0.0.1:5672")
         try:
-            theirs = bench_babelqueue("artemis", their_transport, theirs_q, baseline_n)
+            return bench_babelqueue("artemis", their_transport, fresh("base"), baseline_n)
         finally:
             their_transport.close()
-        raw = bench_babelq_raw("artemis", url, raw_q, n, batch=batch, prefetch=prefetch)
-        for result in (ours, theirs, raw):
-            result.note += " (RabbitMQ AMQP 1.0)"
-        return [ours, theirs, raw]
+
+    ours_rounds: list[Result] = []
+    theirs_rounds: list[Result] = []
+    lines: list[str] = []
+    try:
+        for index in range(max(rounds, 1)):
+            load_start = os.getloadavg()[0]
+            if index % 2 == 0:
+                ours = bench_babelq("artemis", url, fresh("bq"), n, batch=batch, prefetch=prefetch)
+                theirs = theirs_round()
+            else:
+                theirs = theirs_round()
+                ours = bench_babelq("artemis", url, fresh("bq"), n, batch=batch, prefetch=prefetch)
+            load_end = os.getloadavg()[0]
+            ours_rounds.append(ours)
+            theirs_rounds.append(theirs)
+            lines.append(
+                f"  round {index + 1} ({'babelq' if index % 2 == 0 else 'babelqueue'} first): "
+                f"consume {format_rate(ours.consume_rate)} vs {format_rate(theirs.consume_rate)} msgs/s "
+                f"= {ours.consume_rate / theirs.consume_rate:.1f}x, publish "
+                f"{format_rate(ours.publish_rate)} vs {format_rate(theirs.publish_rate)} msgs/s "
+                f"= {ours.publish_rate / theirs.publish_rate:.1f}x; "
+                f"load average {load_start:.2f} -> {load_end:.2f}"
+            )
+        raw = bench_babelq_raw("artemis", url, fresh("raw"), n, batch=batch, prefetch=prefetch)
     finally:
         cleaner = ArtemisTransport.from_url(ARTEMIS_URL, heartbeat=0)
-        for queue in (ours_q, raw_q, theirs_q):
+        for queue in queues:
             cleaner.delete_queue(queue)
         cleaner.close()
+    consume = [o.consume_rate / t.consume_rate for o, t in zip(ours_rounds, theirs_rounds, strict=True)]
+    publish = [o.publish_rate / t.publish_rate for o, t in zip(ours_rounds, theirs_rounds, strict=True)]
+    cpus = os.cpu_count() or 1
+    ARTEMIS_SUMMARY[:] = [
+        f"artemis: babelq (App.drain) vs babelqueue, {len(consume)} alternating rounds of "
+        f"{n} vs {baseline_n} messages ({cpus} CPUs):",
+        *lines,
+        f"  consume ours/babelqueue: median {_spread(consume)}",
+        f"  publish ours/babelqueue: median {_spread(publish)}",
+    ]
+    results = [_median_result(ours_rounds), _median_result(theirs_rounds), raw]
+    for result in results:
+        result.note += " (RabbitMQ AMQP 1.0)"
+    return results
 
 
 @contextmanager
@@ -300,6 +369,9 @@ def report(results: list[Result]) -> None:
             both = 2 * r.messages / (r.publish_s + r.consume_s)
             ratio_rows.append([broker, "-", f"- (publish+consume {format_rate(both)} msgs/s)"])
     print_table(["broker (ours)", "publish ours/babelqueue", "consume ours/babelqueue"], ratio_rows)
+    if ARTEMIS_SUMMARY and "artemis" in by_broker:
+        print()
+        print("\n".join(ARTEMIS_SUMMARY))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="babelq publish batch size (default 500)")
     parser.add_argument("--prefetch", type=int, default=256, help="babelq App prefetch (default 256)")
     parser.add_argument(
+        "--artemis-rounds",
+        type=int,
+        default=3,
+        help="alternating babelq/babelqueue rounds on artemis (default 3)",
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
         choices=["sqlite", "redis", "amqp", "artemis", "sqs"],
@@ -326,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         "sqlite": lambda: run_sqlite(n, args.batch, args.prefetch),
         "redis": lambda: run_redis(n, args.batch, args.prefetch, baseline_n),
         "amqp": lambda: run_amqp(n, args.batch, args.prefetch, baseline_n),
-        "artemis": lambda: run_artemis(n, args.batch, args.prefetch, baseline_n),
+        "artemis": lambda: run_artemis(n, args.batch, args.prefetch, baseline_n, args.artemis_rounds),
         "sqs": lambda: run_sqs(args.sqs_messages, args.batch, args.prefetch),
     }
     needs = {"redis": ("127.0.0.1", 6379), "amqp": ("127.0.0.1", 5672), "artemis": ("127.0.0.1", 5672)}
