@@ -47,8 +47,49 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="publish a batch the journal says is finished again (same meta.ids: consumers drop the copies)",
     )
+    parser.add_argument(
+        "--outbox",
+        metavar="URL",
+        help="stage the envelopes in this transactional outbox (sqlite:///path.db or postgresql://...) in "
+        "one transaction with the batch's record, instead of publishing; `babelq relay` publishes them",
+    )
+    parser.add_argument("--outbox-table", default="babelq_outbox", help="outbox table (default %(default)s)")
     spark_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def run_outbox(args: argparse.Namespace) -> int:
+    """``--outbox``: validate and stage the batch in the outbox (babelq.pipelines.ingest_outbox)."""
+    from babelq.cli.commands.demo import show_progress
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.ingest_outbox import plan_staging, stage_ingest
+
+    if args.broker or args.journal:
+        raise ConfigurationError("--outbox: stages for `babelq relay`; give it without --broker or --journal")
+    if args.ttl < 1:
+        raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
+    check_before_spark(args)
+    plan = plan_staging(args.file, args.outbox, batch_id=args.batch_id, table=args.outbox_table)
+    if plan.staged is not None and not args.republish:
+        write(
+            f"batch {plan.batch_id} is already staged in the outbox ({plan.staged:,} envelopes); nothing "
+            "staged now. Use --republish to stage it again.\n"
+        )
+        return 0
+    show_progress()
+    spark = start_spark(args, "babelq-ingest")
+    result = stage_ingest(
+        spark, args.file, outbox_url=args.outbox, queue=args.queue, rejects_path=args.rejects,
+        ttl_seconds=args.ttl, rejects_format=args.rejects_format, table=args.outbox_table,
+        restage=args.republish, plan=plan,
+    )
+    lines = [
+        f"batch {result.batch_id}: {result.rows_in:,} rows, {result.published:,} staged in the outbox "
+        f"for {args.queue}, {result.rejected:,} rejected -> {result.rejects_path}"
+    ]
+    lines += [f"  {reason}: {n:,}" for reason, n in sorted(result.rejected_by_reason.items())]
+    write("\n".join(lines) + "\n")
+    return 0
 
 
 def _when(ms: int | None) -> str:
@@ -89,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.ingest import ingest, plan_batch
     from babelq.pipelines.journal import IngestJournal, default_journal
 
+    if args.outbox:
+        return run_outbox(args)
     url = required_broker_url(args)
     check_before_spark(args, broker=url)  # --conf syntax; a named cluster master vs a relative SQLite path
     if args.ttl < 1:
