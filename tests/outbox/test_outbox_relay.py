@@ -228,3 +228,55 @@ def test_an_outage_while_running_backs_off_marks_nothing_failed_and_recovers(
         assert numbers(read_all(t, unique_queue)) == list(range(35))
     finally:
         t.close()
+
+
+def test_sqlite_lease_keeps_a_dead_relays_rows_until_it_lapses(tmp_path: Path, unique_queue: str) -> None:
+    """A relay that claimed rows and died (never marked or released them) holds them until its
+    lease lapses; then another relay takes them."""
+    from babelq.outbox import SQLiteRelayStore
+
+    url = f"sqlite://{tmp_path}/app.db"
+    target = Target("sqlite", url, "babelq_outbox")
+    target.add(envelopes(5, unique_queue), unique_queue)
+    dead = SQLiteRelayStore(url, lease_seconds=0.6)
+    assert len(dead.claim(100).rows) == 5  # ...and the process dies here
+    broker = f"sqlite://{tmp_path}/broker.db"
+    with Relay(url, broker) as relay:
+        assert relay.run_once().claimed == 0, "leased rows are not taken"
+        time.sleep(0.8)
+        assert relay.drain().published == 5
+    dead.close()
+
+
+def test_outbox_database_connection_lost_while_running(unique_queue: str) -> None:
+    """PostgreSQL terminates the relay's connection: the relay backs off, reconnects and goes on."""
+    from conftest import require_service
+
+    require_service("postgres")
+    require_service("redis")
+    import uuid
+
+    import psycopg
+
+    from .support import PG
+
+    target = Target("postgres", PG, f"t_outbox_{uuid.uuid4().hex[:10]}")
+    relay = Relay(PG, REDIS, table=target.table, poll_interval=0.05, backoff_first=0.05, backoff_cap=0.2)
+    thread = threading.Thread(target=relay.run)
+    thread.start()
+    try:
+        target.add(envelopes(5, unique_queue), unique_queue)
+        _wait(lambda: target.statuses() == {"published": 5})
+        pid = relay.store.conn.info.backend_pid
+        with psycopg.connect(PG, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        target.add(envelopes(5, unique_queue, start=5), unique_queue)
+        _wait(lambda: target.statuses() == {"published": 10})
+        assert relay.store.conn.info.backend_pid != pid
+    finally:
+        relay.stop()
+        thread.join(10)
+        assert numbers(read_all(relay.transport, unique_queue)) == list(range(10))
+        relay.close()
+        with psycopg.connect(PG, autocommit=True) as admin:
+            admin.execute(f"DROP TABLE IF EXISTS {target.table}")
