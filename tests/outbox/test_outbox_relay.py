@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from babelq.envelope import make
 from babelq.errors import UnavailableError
 from babelq.outbox import Relay
-from babelq.transports import open_transport
+from babelq.transports import Outgoing, Transport, open_transport
 
 from .support import REDIS, Target, envelopes, numbers, read_all
 
@@ -280,3 +281,40 @@ def test_outbox_database_connection_lost_while_running(unique_queue: str) -> Non
         relay.close()
         with psycopg.connect(PG, autocommit=True) as admin:
             admin.execute(f"DROP TABLE IF EXISTS {target.table}")
+
+
+class _NoHeaders:
+    """A third-party transport whose publish takes no headers (every babelq transport does)."""
+
+    scheme = "sqlite"
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+
+    def publish(self, queue: str, body: bytes, *, envelope: object = None, delay_ms: int = 0) -> None:
+        self.inner.publish(queue, body, delay_ms=delay_ms)
+
+    def publish_many(self, queue: str, messages: list[Outgoing]) -> None:
+        self.inner.publish_many(queue, messages)
+
+
+def test_rows_with_headers_go_out_without_them_on_a_transport_that_has_none(
+    tmp_path: Path, unique_queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from babelq.outbox import Outbox
+    from babelq.runtime.middleware import Publication, PublishNext
+
+    def traced(publication: Publication, call_next: PublishNext) -> None:
+        call_next(Publication(publication.queue, publication.envelope, 0, {"traceparent": "00-a-b-01"}))
+
+    url = f"sqlite://{tmp_path}/app.db"
+    Outbox.init(url)
+    db = sqlite3.connect(tmp_path / "app.db")
+    with db:
+        Outbox(publish_middleware=[traced]).add_many(db, envelopes(3, unique_queue), queue=unique_queue)
+    inner = open_transport(f"sqlite://{tmp_path}/broker.db")
+    with Relay(url, _NoHeaders(inner)) as relay:  # type: ignore[arg-type]
+        assert relay.drain().published == 3
+    assert numbers(read_all(inner, unique_queue)) == [0, 1, 2]
+    assert sum("carries no native headers" in r.message for r in caplog.records) == 1
+    inner.close()

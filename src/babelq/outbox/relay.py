@@ -35,6 +35,7 @@ kept; run one relay per table when order across batches matters.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -144,6 +145,9 @@ class Relay:
         self._owned = isinstance(transport, str)
         self.transport: Transport = open_transport(transport) if isinstance(transport, str) else transport
         self._broker = broker_label(self.transport, transport if isinstance(transport, str) else None)
+        #: whether the transport's publish takes native headers (rows with headers lose them otherwise)
+        self._headers_ok = "headers" in inspect.signature(self.transport.publish).parameters
+        self._warned_headers = False
         self._pauses = RetryPause(first=backoff_first, cap=backoff_cap)
         self._stopping = threading.Event()
         self.totals = RelayResult()
@@ -190,10 +194,14 @@ class Relay:
         if len(rows) == 1:
             row = rows[0]
             delay = max(0, row.deliver_at - now)
-            if row.headers:
+            if row.headers and self._headers_ok:
                 publish: Any = self.transport.publish  # headers: a keyword of the transports that carry them
                 publish(queue, row.body, delay_ms=delay, headers=row.headers)
             else:
+                if row.headers and not self._warned_headers:
+                    self._warned_headers = True
+                    log.warning("outbox: %s carries no native headers; rows are published without theirs "
+                                "(the body is unchanged)", self._broker)
                 self.transport.publish(queue, row.body, delay_ms=delay)
             return
         self.transport.publish_many(
@@ -247,6 +255,7 @@ class Relay:
                 if not is_unavailable(exc):
                     raise
                 total.outages += 1
+                self.totals.outages += 1
                 delay = self._pauses.next()
                 log.warning(
                     "outbox relay: unavailable (attempt %d, retrying in %.1f s): %s",
