@@ -62,6 +62,8 @@ class Result:
     publish_s: float
     consume_s: float
     note: str = ""
+    #: this process's CPU seconds during the consume (the client's own cost, less load-sensitive)
+    consume_cpu_s: float = 0.0
 
     @property
     def publish_rate(self) -> float:
@@ -89,15 +91,15 @@ def bench_babelq(broker: str, url: str, queue: str, n: int, *, batch: int, prefe
         for first in range(0, n, batch):
             app.publish_many([(URN, _payload(i)) for i in range(first, min(first + batch, n))])
         published = time.perf_counter() - start
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         done = app.drain(max_messages=n, timeout=600, wait_delayed=True)  # empty = size() is 0
-        consumed = time.perf_counter() - start
+        consumed, cpu = time.perf_counter() - start, time.process_time() - cpu
         if done != n:
             raise RuntimeError(f"babelq on {broker}: consumed {done} of {n}")
         left = app.transport.size(queue)
         if left:
             raise RuntimeError(f"babelq on {broker}: {left} messages left after the drain")
-        return Result(broker, "babelq", n, published, consumed, "runtime App.drain")
+        return Result(broker, "babelq", n, published, consumed, "runtime App.drain", cpu)
     finally:
         app.transport.purge(queue)
         app.close()
@@ -143,12 +145,12 @@ def bench_babelqueue(broker: str, transport: Any, queue: str, n: int) -> Result:
     for i in range(n):
         app.publish(URN, _payload(i), queue=queue)
     published = time.perf_counter() - start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     done = app.consume(queue, max_messages=n, timeout=2, handle_signals=False)
-    consumed = time.perf_counter() - start
+    consumed, cpu = time.perf_counter() - start, time.process_time() - cpu
     if done != n:
         raise RuntimeError(f"babelqueue on {broker}: consumed {done} of {n}")
-    return Result(broker, "babelqueue", n, published, consumed, "BabelQueue.consume")
+    return Result(broker, "babelqueue", n, published, consumed, "BabelQueue.consume", cpu)
 
 
 # -- brokers ------------------------------------------------------------------------------------
@@ -221,7 +223,12 @@ def _median_result(rounds: list[Result]) -> Result:
     note = f"{first.note}, median of {len(rounds)} rounds" if len(rounds) > 1 else first.note
     publish_s = statistics.median(r.publish_s for r in rounds)
     consume_s = statistics.median(r.consume_s for r in rounds)
-    return Result(first.broker, first.sdk, first.messages, publish_s, consume_s, note)
+    cpu_s = statistics.median(r.consume_cpu_s for r in rounds)
+    return Result(first.broker, first.sdk, first.messages, publish_s, consume_s, note, cpu_s)
+
+
+def _us(result: Result) -> str:
+    return f"{1e6 * result.consume_cpu_s / result.messages:.0f} us"
 
 
 def _spread(values: list[float]) -> str:
@@ -277,8 +284,8 @@ def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int 
                 f"consume {format_rate(ours.consume_rate)} vs {format_rate(theirs.consume_rate)} msgs/s "
                 f"= {ours.consume_rate / theirs.consume_rate:.1f}x, publish "
                 f"{format_rate(ours.publish_rate)} vs {format_rate(theirs.publish_rate)} msgs/s "
-                f"= {ours.publish_rate / theirs.publish_rate:.1f}x; "
-                f"load average {load_start:.2f} -> {load_end:.2f}"
+                f"= {ours.publish_rate / theirs.publish_rate:.1f}x; client CPU per consumed message "
+                f"{_us(ours)} vs {_us(theirs)}; load average {load_start:.2f} -> {load_end:.2f}"
             )
         raw = bench_babelq_raw("artemis", url, fresh("raw"), n, batch=batch, prefetch=prefetch)
     finally:
@@ -287,6 +294,11 @@ def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int 
             cleaner.delete_queue(queue)
         cleaner.close()
     consume = [o.consume_rate / t.consume_rate for o, t in zip(ours_rounds, theirs_rounds, strict=True)]
+    cpu = [
+        (t.consume_cpu_s / t.messages) / (o.consume_cpu_s / o.messages)
+        for o, t in zip(ours_rounds, theirs_rounds, strict=True)
+        if o.consume_cpu_s > 0
+    ]
     publish = [o.publish_rate / t.publish_rate for o, t in zip(ours_rounds, theirs_rounds, strict=True)]
     cpus = os.cpu_count() or 1
     ARTEMIS_SUMMARY[:] = [
@@ -295,6 +307,7 @@ def run_artemis(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int 
         *lines,
         f"  consume ours/babelqueue: median {_spread(consume)}",
         f"  publish ours/babelqueue: median {_spread(publish)}",
+        f"  client CPU per consumed message, babelqueue/ours: median {_spread(cpu)}" if cpu else "",
     ]
     results = [_median_result(ours_rounds), _median_result(theirs_rounds), raw]
     for result in results:
@@ -371,7 +384,7 @@ def report(results: list[Result]) -> None:
     print_table(["broker (ours)", "publish ours/babelqueue", "consume ours/babelqueue"], ratio_rows)
     if ARTEMIS_SUMMARY and "artemis" in by_broker:
         print()
-        print("\n".join(ARTEMIS_SUMMARY))
+        print("\n".join(line for line in ARTEMIS_SUMMARY if line))
 
 
 def main(argv: list[str] | None = None) -> int:
