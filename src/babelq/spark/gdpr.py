@@ -14,17 +14,21 @@ The plaintext of a value is its JSON text as Spark writes it (``to_json``), whic
 but not always the core's canonical form (struct fields in column order, non-ASCII unescaped):
 decryption in the core restores the same value, not necessarily the same bytes.
 
-Two engines, chosen by measurement (``bench/bench_gdpr.py``):
+Two engines; the default ``"auto"`` picks per position by measurement (``bench/bench_gdpr.py``):
+``"arrow"`` for top-level and struct-field positions (it measured faster), ``"sql"`` for
+positions inside arrays and maps (a Python UDF cannot run inside ``transform``).
 
-``"sql"`` (default)
+``"sql"``
     Spark's own ``aes_encrypt(value, key, 'GCM')`` / ``try_aes_decrypt``, on the JVM, no Python
     per row. Spark's GCM output is a 12-byte random IV, the ciphertext, the 16-byte tag: the
     core's layout byte for byte, so ``base64`` of it is the core's string. The keys reach the
     plan as **data** (a one-row broadcast DataFrame joined in), never as literals, so
     ``explain()``, the Spark UI and event logs do not show key bytes.
+    It measured slower than the core cipher (OpenSSL through ``cryptography``) in a Python UDF,
+    which is why it is not the default where the Arrow engine can go.
 ``"arrow"``
     A vectorized pandas UDF running the core cipher over Arrow batches (struct-field and
-    top-level positions only; Spark cannot run a Python UDF inside ``transform``).
+    top-level positions only). The key bytes travel inside the pickled UDF, not in the plan.
 
 Rotation as in the core: encrypt with the current key, decrypt with any known key (tried in
 keyring order). A value no key opens fails the job with
@@ -46,7 +50,7 @@ from babelq.errors import ConfigurationError
 from babelq.gdpr import AesGcmCipher, Keyring, marked_steps
 from babelq.gdpr.paths import ANY_KEY, ITEMS, KEY, Step
 
-Engine = Literal["sql", "arrow"]
+Engine = Literal["auto", "sql", "arrow"]
 OnError = Literal["raise", "null"]
 
 _JSON_TYPES: Final = {"string": "string", "integer": "bigint", "number": "double", "boolean": "boolean"}
@@ -154,17 +158,33 @@ def protect(
     schema: Mapping[str, Any] | bool | None,
     cipher: AesGcmCipher | Keyring,
     *,
-    engine: Engine = "sql",
+    engine: Engine = "auto",
 ) -> Any:
     """``df`` with every marked position as a ciphertext string (null stays null)."""
     keyring = _keyring(cipher)
     marked = _marked(df, schema)
     if not marked:
         return df
+    arrow, sql = _split(marked, engine)
+    if arrow:
+        df = _protect_arrow(df, arrow, keyring)
+    return _protect_sql(df, sql, keyring) if sql else df
+
+
+def _split(marked: list[tuple[tuple[Step, ...], Any]], engine: str) -> tuple[list[Any], list[Any]]:
+    """(positions for the Arrow engine, positions for the SQL engine)."""
     if engine == "arrow":
-        return _protect_arrow(df, marked, keyring)
-    if engine != "sql":
-        raise ConfigurationError(f"engine: must be 'sql' or 'arrow', got {engine!r}")
+        _arrow_only(marked)
+        return marked, []
+    if engine == "sql":
+        return [], marked
+    if engine != "auto":
+        raise ConfigurationError(f"engine: must be 'auto', 'sql' or 'arrow', got {engine!r}")
+    arrow = [m for m in marked if all(step.kind == KEY for step in m[0])]
+    return arrow, [m for m in marked if m not in arrow]
+
+
+def _protect_sql(df: Any, marked: list[tuple[tuple[Step, ...], Any]], keyring: Keyring) -> Any:
     from pyspark.sql import functions as sf
 
     keys = _Keys(df, keyring)
@@ -207,11 +227,10 @@ def unprotect(
     cipher: AesGcmCipher | Keyring,
     *,
     types: Mapping[str, str] | None = None,
-    engine: Engine = "sql",
+    engine: Engine = "auto",
     on_error: OnError = "raise",
 ) -> Any:
     """``df`` with every marked ciphertext decrypted to its value (see the module doc for types)."""
-    from pyspark.sql import functions as sf
     from pyspark.sql.types import StringType
 
     keyring = _keyring(cipher)
@@ -220,15 +239,27 @@ def unprotect(
         return df
     if on_error not in ("raise", "null"):
         raise ConfigurationError(f"on_error: must be 'raise' or 'null', got {on_error!r}")
-    if engine == "arrow":
-        return _unprotect_arrow(df, schema, marked, keyring, types or {}, on_error)
-    if engine != "sql":
-        raise ConfigurationError(f"engine: must be 'sql' or 'arrow', got {engine!r}")
+    arrow, sql = _split(marked, engine)
+    if arrow:
+        df = _unprotect_arrow(df, schema, arrow, keyring, types or {}, on_error)
+    return _unprotect_sql(df, schema, sql, keyring, types or {}, on_error) if sql else df
+
+
+def _unprotect_sql(  # noqa: PLR0917 - private, called once
+    df: Any,
+    schema: Any,
+    marked: list[tuple[tuple[Step, ...], Any]],
+    keyring: Keyring,
+    types: Mapping[str, str],
+    on_error: OnError,
+) -> Any:
+    from pyspark.sql import functions as sf
+
     keys = _Keys(df, keyring)
     out = keys.joined
     tried = ", ".join(repr(k) for k in keyring.ids)
     for steps, _ in marked:
-        target = _target_type(schema, steps, types or {})
+        target = _target_type(schema, steps, types)
         failure = f"data.{_path_text(steps)}: cannot be decrypted with any known key (tried {tried})"
 
         def open_(value: Any, target: str | None = target, failure: str = failure) -> Any:
