@@ -15,6 +15,8 @@ from babelq.envelope import make
 from babelq.errors import ConfigurationError
 from babelq.transports import Outgoing
 from babelq.transports.artemis import ArtemisTransport
+from transports import test_artemis_contract as live_contract
+from transports.contract import MakeTransport
 from transports.test_artemis_contract import URL, require_amqp10
 
 
@@ -67,3 +69,65 @@ def test_live_stream_comes_in_large_batches_exactly_once(live: tuple[ArtemisTran
     assert transport.size(queue) == 0
     # without the linger a reserve hands out what one socket read brought (about a dozen here)
     assert sum(batches) / len(batches) >= 50, batches
+
+
+def test_credit_option_parses_and_is_checked() -> None:
+    assert ArtemisTransport.from_url(URL).credit == "batch"
+    assert ArtemisTransport.from_url(URL + "&credit=prefetch").credit == "prefetch"
+    with pytest.raises(ConfigurationError, match=r"^credit: must be one of \('batch', 'prefetch'\)"):
+        ArtemisTransport.from_url(URL + "&credit=all")
+
+
+def test_live_credit_prefetch_streams_ahead_and_loses_nothing() -> None:
+    """credit=prefetch: after a one-message reserve the rest of the prefetch is already here
+    (buffered, unsettled: still counted by size()); closing without settling gives it all back."""
+    require_amqp10()
+    eager = ArtemisTransport.from_url(URL + "&prefetch=20&credit=prefetch", heartbeat=0)
+    modest = ArtemisTransport.from_url(URL + "&prefetch=20", heartbeat=0)
+    queue = f"speed-{uuid.uuid4().hex[:8]}"
+    try:
+        envs = [make("urn:babel:orders:created", {"n": i}) for i in range(30)]
+        eager.publish_many(queue, [Outgoing(e.encode(), e) for e in envs])
+        [first] = eager.reserve(queue, max_messages=1, timeout=5)
+        deadline = time.monotonic() + 5
+        while eager._buffered(queue) < 19 and time.monotonic() < deadline:
+            eager.renew_many([first])  # takes the lock; the next reserve flushes
+            with eager._lock:
+                eager._flush()
+        assert eager._buffered(queue) == 19
+        assert eager.size(queue) == 29  # 10 on the broker + 19 buffered here (the held one is out)
+        [second] = modest.reserve(queue, max_messages=1, timeout=5)
+        assert second.body == envs[20].encode()  # the eager consumer holds 1..19
+        modest.ack(second)
+        eager.close()  # nothing settled: the broker takes back the held one and the 19 buffered
+        bodies: list[bytes] = []
+        while len(bodies) < 29:
+            got = modest.reserve(queue, max_messages=20, timeout=5)
+            assert got
+            bodies += [d.body for d in got]
+            modest.ack_many(got)
+        assert sorted(bodies) == sorted(e.encode() for i, e in enumerate(envs) if i != 20)
+    finally:
+        modest.delete_queue(queue)
+        modest.close()
+
+
+@pytest.mark.live
+class TestArtemisContractCreditPrefetch(live_contract.TestArtemisContract):
+    """LIVE: the whole shared contract again with ``credit=prefetch`` (the streaming credit)."""
+
+    @pytest.fixture
+    def make_transport(self, unique_queue: str) -> Iterator[MakeTransport]:
+        require_amqp10()
+        opened: list[ArtemisTransport] = []
+
+        def make_one(*, visibility_timeout: float | None = None) -> ArtemisTransport:
+            del visibility_timeout
+            transport = ArtemisTransport.from_url(URL, prefetch=50, credit="prefetch")
+            opened.append(transport)
+            return transport
+
+        yield make_one
+        for transport in opened:
+            transport.close()
+        live_contract._cleanup(unique_queue)

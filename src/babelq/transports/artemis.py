@@ -66,6 +66,7 @@ DEFAULT_URL = "artemis://guest:guest@127.0.0.1:5672"
 BROKERS = ("artemis", "rabbitmq")
 RELEASE_OUTCOMES = ("modified", "released")
 DELAY_MODES = ("delivery-time", "delivery-delay", "ignore")
+CREDIT_MODES = ("batch", "prefetch")
 #: per broker: address template, release outcome, delay mode
 BROKER_DEFAULTS: dict[str, tuple[str, str, str]] = {
     "artemis": ("{queue}", "modified", "delivery-time"),
@@ -78,7 +79,7 @@ INGRESS_TIME_ANNOTATION = "x-opt-ingress-time"
 MANAGEMENT_ADDRESS = "activemq.management"
 _OWN_OPTIONS = (
     "broker", "address", "release", "delays", "prefetch", "heartbeat", "timeout",
-    "admin_port", "ca_file", "confirm_timeout", "linger",
+    "admin_port", "ca_file", "confirm_timeout", "linger", "credit",
 )  # fmt: skip
 _INT_OPTIONS = ("prefetch", "admin_port")
 _FLOAT_OPTIONS = ("heartbeat", "timeout", "confirm_timeout", "linger")
@@ -810,6 +811,7 @@ class ArtemisTransport(BaseTransport):
         timeout: float = 10.0,
         confirm_timeout: float = 30.0,
         linger: float = 0.001,
+        credit: str = "batch",
         admin_port: int | None = None,
         ca_file: str | None = None,
         connect: Callable[[ArtemisTransport], Any] | None = None,
@@ -840,6 +842,8 @@ class ArtemisTransport(BaseTransport):
             raise ConfigurationError(f"delays: must be one of {DELAY_MODES}, got {delays!r} ({where})")
         if not 1 <= prefetch <= 65535:
             raise ConfigurationError(f"prefetch: must be within 1..65535, got {prefetch} ({where})")
+        if credit not in CREDIT_MODES:
+            raise ConfigurationError(f"credit: must be one of {CREDIT_MODES}, got {credit!r} ({where})")
         if not 0 <= linger <= 1:
             raise ConfigurationError(f"linger: seconds within 0..1, got {linger} ({where})")
         timings = (("heartbeat", heartbeat), ("timeout", timeout), ("confirm_timeout", confirm_timeout))
@@ -868,6 +872,7 @@ class ArtemisTransport(BaseTransport):
         self.timeout = timeout
         self.confirm_timeout = confirm_timeout
         self.linger = linger
+        self.credit = credit
         self.tls = parts.scheme == "artemis+ssl"
         self.host = parts.hostname or "127.0.0.1"
         self.port = port or (5671 if self.tls else 5672)
@@ -1302,7 +1307,12 @@ class ArtemisTransport(BaseTransport):
     def _reserve_slice(self, queue: str, max_messages: int, slice_end: float) -> list[Delivery]:
         receiver, inbox = self._receiver(queue)
         link = receiver.link
-        want = min(max_messages, self.prefetch) - len(inbox.items)
+        # credit=batch: only what this call asks for, so a released message is free for other
+        # consumers; credit=prefetch: keep ``prefetch`` outstanding, so the broker streams on
+        # while the caller handles the batch (what AMQP 0-9-1's prefetch does)
+        want = (self.prefetch if self.credit == "prefetch" else min(max_messages, self.prefetch)) - len(
+            inbox.items
+        )
         if want > link.credit:
             link.flow(want - link.credit)
         if not inbox.items:
