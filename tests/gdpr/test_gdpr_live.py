@@ -155,12 +155,13 @@ def test_no_marked_cleartext_on_the_broker_and_handlers_see_cleartext(broker: Br
         app.register(POISONED, poisoned)
         app.publish(URN, DATA)
         app.publish_many([(URN, DATA), (URN, DATA), (POISONED, DATA)])
-        stored = scan([queue])
-        assert stored.count(b"customer_id") >= 4, "the scan must see the stored bodies"
+        app.publish(URN, DATA, delay_ms=1500)  # held where the broker keeps delayed messages
+        stored = scan([queue, f"{queue}.delay.1500.expiring"])
+        assert stored.count(b"customer_id") >= 5, "the scan must see the stored bodies, delayed one included"
         assert leaked(stored) == []
 
-        assert app.drain(timeout=30) == 4
-        assert seen == [DATA] * 4  # the handlers (the failing one too) saw cleartext
+        assert app.drain(timeout=30, wait_delayed=True) == 5
+        assert seen == [DATA] * 5  # the handlers (the failing one too) saw cleartext
         dead = scan([f"{queue}.dlq"])
         assert dead.count(b"customer_id") >= 1 and b"dead_letter" in dead
         assert leaked(dead) == []
