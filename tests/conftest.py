@@ -8,6 +8,14 @@ Spark: the ``spark`` fixture is one local SparkSession for the whole test sessio
 ``spark_cluster`` is one standalone cluster (a master, two workers) for the tests that need
 separate executors (``tests/cluster.py``).
 
+Parallel runs: the suite runs in two pytest-xdist workers (``-n 2`` in pyproject) with the
+scheduler below: every module that touches Spark (the ``spark`` marker, or a function taking
+the ``spark``/``spark_cluster`` fixture) is one unit of work, so one worker holds the one
+SparkSession and runs the Spark work in order, while the other worker runs the broker,
+runtime and codec modules, which mostly wait on sockets and timeouts. Every other module is
+its own unit (its tests and module-scoped fixtures stay in one worker). ``-n 0`` runs
+everything in one process as before.
+
 SQS: ``sqs_endpoint`` / ``sqs_url`` are one moto server for the whole test session, on a free
 127.0.0.1 port over real HTTP. The SQS transport is exercised through boto3 exactly as against
 AWS; only the endpoint differs. moto is slow (tens of requests per second on this machine), so
@@ -17,6 +25,7 @@ SQS tests stay few and small.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 import uuid
@@ -57,6 +66,34 @@ def require_service(name: str) -> tuple[str, int]:
             pytest.fail(message + " (BABELQ_REQUIRE_LIVE is set, so this is a failure)")
         pytest.skip(message)
     return host, port
+
+
+#: a module is a Spark module when it marks tests ``spark`` or a function in it takes a Spark fixture
+_SPARK_SOURCE = re.compile(r"pytest\.mark\.spark\b|def \w+\([^)]*\bspark(_cluster)?\b")
+_spark_modules: dict[str, bool] = {}
+
+
+def _is_spark_module(root: Path, module: str) -> bool:
+    if module not in _spark_modules:
+        try:
+            source = (root / module).read_text(encoding="utf-8")
+        except OSError:
+            source = ""
+        _spark_modules[module] = bool(_SPARK_SOURCE.search(source))
+    return _spark_modules[module]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's file scheduling, except that every Spark module is one unit (one worker, one session)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkModulesTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "spark" if _is_spark_module(config.rootpath, module) else module
+
+    return SparkModulesTogether(config, log)
 
 
 @pytest.fixture
