@@ -57,6 +57,24 @@ def test_maps_and_tuples() -> None:
 
 def test_false_marks_root_marks_and_booleans_are_ignored() -> None:
     assert sensitive_paths({"x-gdpr-sensitive": True, "properties": {"a": {"x-gdpr-sensitive": False}}}) == []
-    assert sensitive_paths({"properties": {"a": {"x-gdpr-sensitive": "yes"}}}) == []
+    unmarked = {"properties": {"a": {"x-gdpr-sensitive": ""}, "b": {"x-gdpr-sensitive": 1}}}
+    assert sensitive_paths(unmarked) == []
     assert sensitive_paths(True) == []
     assert sensitive_paths({"properties": {"a": True}}) == []
+
+
+def test_a_category_string_marks_like_true_as_the_other_sdks_read_it() -> None:
+    """A shared schema may mark ``"x-gdpr-sensitive": "contact"``: the babelqueue package (and
+    its Go mirror) protect such a field, so babelq must too, or it would publish it in clear."""
+    from babelqueue.schema import sensitive_paths as package_paths
+
+    schema = {
+        "properties": {
+            "email": {"type": "string", "x-gdpr-sensitive": "contact"},
+            "name": {"type": "string", "x-gdpr-sensitive": True},
+            "city": {"type": "string", "x-gdpr-sensitive": ""},
+            "plan": {"type": "string"},
+        }
+    }
+    assert sensitive_paths(schema) == ["email", "name"]
+    assert sorted(p.path for p in package_paths(schema)) == sorted(sensitive_paths(schema))

@@ -11,7 +11,8 @@ Validation is opt-in: a URN without a registered schema validates as-is.
 >>> reg.validate("urn:babel:orders:created", {})
 ["$: 'order_id' is a required property"]
 
-:func:`sensitive_paths` lists the fields a schema marks ``"x-gdpr-sensitive": true``.
+:func:`sensitive_paths` lists the fields a schema marks ``"x-gdpr-sensitive"``
+(``true`` or a category string).
 
 The runtime's checks (:mod:`babelq.schema.middleware`): :class:`CheckSchema` dead-letters a
 consumed message whose data breaks its schema, :class:`CheckSchemaOnPublish` refuses such a

@@ -1,6 +1,8 @@
 """Finding the personal-data fields a schema marks (SPEC section 9).
 
-A node with ``"x-gdpr-sensitive": true`` marks the value at its position. Positions are
+A node with ``"x-gdpr-sensitive": true``, or a non-empty category string
+(``"x-gdpr-sensitive": "contact"``, as the other SDKs' schema readers accept), marks the value at
+its position; ``false``, ``""`` and any other shape leave it unmarked. Positions are
 written as dotted paths below ``data`` with ``[]`` for "every item of an array":
 ``email``, ``profile.full_name``, ``addresses[].line``. A value allowed under arbitrary
 keys (``additionalProperties`` / ``patternProperties``) is written ``*``
@@ -41,8 +43,18 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def is_marked(node: Mapping[str, Any]) -> bool:
+    """Whether ``node`` carries the mark: ``true`` or a non-empty category string.
+
+    A category mark must count: a producer that skipped it would publish the field in clear
+    while the other SDKs' consumers expect ciphertext.
+    """
+    mark = node.get(SENSITIVE_KEYWORD)
+    return mark is True or (isinstance(mark, str) and mark != "")
+
+
 def sensitive_paths(schema: Mapping[str, Any] | bool) -> list[str]:
-    """The dotted paths of every field ``schema`` marks ``"x-gdpr-sensitive": true``, in schema order."""
+    """The dotted paths of every field ``schema`` marks ``x-gdpr-sensitive``, in schema order."""
     found: list[str] = []
     if not isinstance(schema, Mapping):
         return found
@@ -50,7 +62,7 @@ def sensitive_paths(schema: Mapping[str, Any] | bool) -> list[str]:
     def walk(node: Any, path: str, refs: frozenset[str]) -> None:
         if not isinstance(node, Mapping):
             return
-        if node.get(SENSITIVE_KEYWORD) is True and path and path not in found:
+        if is_marked(node) and path and path not in found:
             found.append(path)
         ref = node.get("$ref")
         if isinstance(ref, str) and ref not in refs:
