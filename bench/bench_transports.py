@@ -14,8 +14,17 @@ broker, with unique queue names. What is measured:
 SQS runs on a local moto server with a small N: it checks the path end to end, its rates say
 nothing about AWS ("semantics only"). SQLite has no babelqueue counterpart.
 
+Redis and RabbitMQ run their contenders alternately for ``--rounds`` rounds (default 3), each
+round on fresh queues and in the reverse order of the round before, so a burst of load from a
+neighbour lands on every side; the table rows are the median round, and a summary after the
+tables gives each round's rates, the median and range of the per-round ratios and the load
+average around each round. Redis also measures its raw ceiling in every round: the same
+reliable-queue layout (ready list -> processing list + deadline set) drained by redis-py alone,
+a Lua script reserving a batch and a pipeline acking it, with no decode and no handler; babelq's
+consume is then given as a fraction of it.
+
     .venv/bin/python bench/bench_transports.py               # 20k messages per broker
-    .venv/bin/python bench/bench_transports.py --messages 5000 --only redis amqp
+    .venv/bin/python bench/bench_transports.py --messages 5000 --only redis amqp --rounds 5
     .venv/bin/python bench/bench_transports.py --only artemis   # needs rabbitmq_amqp1_0 enabled
 
 Artemis runs babelq and babelqueue alternately for ``--artemis-rounds`` rounds (default 3): its
@@ -28,6 +37,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import socket
 import statistics
 import sys
@@ -42,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import format_rate, print_table
+from babelq.bindings.redis import keys_for
 from babelq.envelope import decode, make
 from babelq.runtime import App
 from babelq.transports import Outgoing, open_transport
@@ -153,6 +164,127 @@ def bench_babelqueue(broker: str, transport: Any, queue: str, n: int) -> Result:
     return Result(broker, "babelqueue", n, published, consumed, "BabelQueue.consume", cpu)
 
 
+# -- the Redis ceiling --------------------------------------------------------------------------
+# KEYS: ready, processing, deadlines   ARGV: max messages, deadline, token prefix (24 hex)
+# the reliable-queue move babelq's reserve makes, without its sweeps and delivery counts
+_CEILING_RESERVE = """
+local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+if not bodies then return {} end
+redis.call('RPUSH', KEYS[2], unpack(bodies))
+local members = {}
+for i, body in ipairs(bodies) do
+  members[#members + 1] = ARGV[2]
+  members[#members + 1] = ARGV[3] .. string.format('%08x', i) .. ':' .. body
+end
+redis.call('ZADD', KEYS[3], unpack(members))
+return bodies
+"""
+
+
+def bench_redis_ceiling(queue: str, n: int, *, batch: int, prefetch: int) -> Result:
+    """Redis's raw consume ceiling: Lua batch reserve + pipelined ack with redis-py, no handler.
+
+    The messages are babelq envelopes published by babelq's transport (that publish is timed
+    too, but it is babelq's, not a ceiling); the consume does only the broker work a reliable
+    at-least-once consumer cannot skip: move a batch to the processing list with a deadline per
+    message, then remove each from the processing list and the deadline set.
+    """
+    import redis
+
+    transport = open_transport(REDIS_URL)
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = keys_for(queue)
+    try:
+        start = time.perf_counter()
+        for first in range(0, n, batch):
+            outgoing = []
+            for i in range(first, min(first + batch, n)):
+                envelope = make(URN, _payload(i), queue=queue)
+                outgoing.append(Outgoing(envelope.encode(), envelope))
+            transport.publish_many(queue, outgoing)
+        published = time.perf_counter() - start
+        reserve = client.register_script(_CEILING_RESERVE)
+        start, cpu = time.perf_counter(), time.process_time()
+        done = 0
+        while done < n:
+            prefix = secrets.token_hex(12)
+            bodies = reserve(keys=[keys.ready, keys.processing, keys.deadlines],
+                             args=[prefetch, time.time() + 60, prefix])
+            if not bodies:
+                raise RuntimeError(f"redis ceiling: consumed {done} of {n}")
+            pipe = client.pipeline(transaction=False)
+            for body in bodies:
+                pipe.lrem(keys.processing, 1, body)
+            pipe.zrem(keys.deadlines, *(
+                f"{prefix}{i:08x}".encode("ascii") + b":" + body for i, body in enumerate(bodies, 1)
+            ))
+            pipe.execute()
+            done += len(bodies)
+        consumed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        if client.zcard(keys.deadlines) or client.llen(keys.processing):
+            raise RuntimeError("redis ceiling: reservations left after the acks")
+        how = "redis-py: Lua reserve + pipelined ack"
+        return Result("redis", "ceiling", n, published, consumed, how, cpu)
+    finally:
+        client.delete(*keys.all())
+        client.close()
+        transport.close()
+
+
+# -- alternated rounds --------------------------------------------------------------------------
+#: the alternated rounds' summary lines (redis, amqp), printed after the tables
+SUMMARY: list[str] = []
+
+
+def alternate(
+    broker: str, contenders: dict[str, Callable[[], Result]], rounds: int
+) -> dict[str, list[Result]]:
+    """Run the contenders ``rounds`` times, each round in the reverse order of the one before,
+    and add each round's rates, the median and range of the per-round ratios (babelq over
+    babelqueue, babelq over the ceiling when there is one) and the load average to SUMMARY."""
+    names = list(contenders)
+    got: dict[str, list[Result]] = {name: [] for name in names}
+    lines: list[str] = []
+    for index in range(max(rounds, 1)):
+        order = names if index % 2 == 0 else names[::-1]
+        load_start = os.getloadavg()[0]
+        for name in order:
+            got[name].append(contenders[name]())
+        load_end = os.getloadavg()[0]
+        rates = ", ".join(f"{name} {format_rate(got[name][-1].consume_rate)}" for name in names)
+        ours, theirs = got["babelq"][-1], got["babelqueue"][-1]
+        extra = ""
+        if "ceiling" in got:
+            extra = f", {100 * ours.consume_rate / got['ceiling'][-1].consume_rate:.0f}% of the ceiling"
+        lines.append(
+            f"  round {index + 1} ({' -> '.join(order)}): consume/s {rates} = "
+            f"{ours.consume_rate / theirs.consume_rate:.1f}x babelqueue{extra}; publish "
+            f"{ours.publish_rate / theirs.publish_rate:.1f}x; load average {load_start:.2f} -> {load_end:.2f}"
+        )
+    pairs = list(zip(got["babelq"], got["babelqueue"], strict=True))
+    SUMMARY.extend([
+        f"{broker}: {len(pairs)} alternated rounds of {pairs[0][0].messages} (babelq) vs "
+        f"{pairs[0][1].messages} (babelqueue) messages ({os.cpu_count()} CPUs):",
+        *lines,
+        f"  consume babelq/babelqueue: median {_spread([o.consume_rate / t.consume_rate for o, t in pairs])}",
+        f"  publish babelq/babelqueue: median {_spread([o.publish_rate / t.publish_rate for o, t in pairs])}",
+        f"  client CPU per consumed message, babelqueue/babelq: median "
+        f"{_spread([(t.consume_cpu_s / t.messages) / (o.consume_cpu_s / o.messages) for o, t in pairs])}",
+    ])
+    if "ceiling" in got:
+        fractions = sorted(
+            100 * o.consume_rate / c.consume_rate for o, c in zip(got["babelq"], got["ceiling"], strict=True)
+        )
+        ceilings = sorted(c.consume_rate for c in got["ceiling"])
+        SUMMARY.extend([
+            f"  raw ceiling (Lua batch reserve + pipelined ack, no handler): {format_rate(ceilings[0])}-"
+            f"{format_rate(ceilings[-1])} msgs/s",
+            f"  babelq consume / ceiling: median {statistics.median(fractions):.0f}% "
+            f"(range {fractions[0]:.0f}-{fractions[-1]:.0f}%)",
+        ])
+    return got
+
+
 # -- brokers ------------------------------------------------------------------------------------
 def _reachable(host: str, port: int) -> bool:
     try:
@@ -171,44 +303,66 @@ def run_sqlite(n: int, batch: int, prefetch: int) -> list[Result]:
         ]
 
 
-def run_redis(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]:
+def run_redis(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int = 3) -> list[Result]:
     import redis
     from babelqueue.redis_transport import RedisTransport
 
-    ours_q, raw_q, theirs_q = (f"bench-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("bq", "raw", "base"))
+    queues: list[str] = []
+
+    def fresh(kind: str) -> str:
+        queues.append(f"bench-{kind}-{uuid.uuid4().hex[:8]}")
+        return queues[-1]
+
     try:
-        ours = bench_babelq("redis", REDIS_URL, ours_q, n, batch=batch, prefetch=prefetch)
-        theirs = bench_babelqueue("redis", RedisTransport(REDIS_URL), theirs_q, baseline_n)
-        raw = bench_babelq_raw("redis", REDIS_URL, raw_q, n, batch=batch, prefetch=prefetch)
-        return [ours, theirs, raw]
+        got = alternate("redis", {
+            "babelq": lambda: bench_babelq(
+                "redis", REDIS_URL, fresh("bq"), n, batch=batch, prefetch=prefetch
+            ),
+            "babelqueue": lambda: bench_babelqueue(
+                "redis", RedisTransport(REDIS_URL), fresh("base"), baseline_n
+            ),
+            "ceiling": lambda: bench_redis_ceiling(fresh("ceil"), n, batch=batch, prefetch=prefetch),
+        }, rounds)
+        raw = bench_babelq_raw("redis", REDIS_URL, fresh("raw"), n, batch=batch, prefetch=prefetch)
+        return [*(_median_result(got[name]) for name in got), raw]
     finally:
         client = redis.Redis.from_url(REDIS_URL)
-        for queue in (ours_q, raw_q, theirs_q):
+        for queue in queues:
             keys = list(client.scan_iter(match=f"*{queue}*"))
             if keys:
                 client.delete(*keys)
         client.close()
 
 
-def run_amqp(n: int, batch: int, prefetch: int, baseline_n: int) -> list[Result]:
+def run_amqp(n: int, batch: int, prefetch: int, baseline_n: int, rounds: int = 3) -> list[Result]:
     from babelqueue.pika_transport import PikaTransport
 
     from babelq.transports.amqp import AMQPTransport
 
-    ours_q, raw_q, theirs_q = (f"bench-{kind}-{uuid.uuid4().hex[:8]}" for kind in ("bq", "raw", "base"))
-    url = f"{AMQP_URL}?prefetch={4 * prefetch}"  # the broker keeps streaming while a batch is handled
-    try:
-        ours = bench_babelq("amqp", url, ours_q, n, batch=batch, prefetch=prefetch)
+    queues: list[str] = []
+
+    def fresh(kind: str) -> str:
+        queues.append(f"bench-{kind}-{uuid.uuid4().hex[:8]}")
+        return queues[-1]
+
+    def theirs() -> Result:
         their_transport = PikaTransport(AMQP_URL)
         try:
-            theirs = bench_babelqueue("amqp", their_transport, theirs_q, baseline_n)
+            return bench_babelqueue("amqp", their_transport, fresh("base"), baseline_n)
         finally:
             their_transport.close()
-        raw = bench_babelq_raw("amqp", url, raw_q, n, batch=batch, prefetch=prefetch)
-        return [ours, theirs, raw]
+
+    url = f"{AMQP_URL}?prefetch={4 * prefetch}"  # the broker keeps streaming while a batch is handled
+    try:
+        got = alternate("amqp", {
+            "babelq": lambda: bench_babelq("amqp", url, fresh("bq"), n, batch=batch, prefetch=prefetch),
+            "babelqueue": theirs,
+        }, rounds)
+        raw = bench_babelq_raw("amqp", url, fresh("raw"), n, batch=batch, prefetch=prefetch)
+        return [*(_median_result(got[name]) for name in got), raw]
     finally:
         cleaner = AMQPTransport(AMQP_URL)
-        for queue in (ours_q, raw_q, theirs_q):
+        for queue in queues:
             cleaner.delete_queues(queue)
         cleaner.close()
 
@@ -385,6 +539,9 @@ def report(results: list[Result]) -> None:
             both = 2 * r.messages / (r.publish_s + r.consume_s)
             ratio_rows.append([broker, "-", f"- (publish+consume {format_rate(both)} msgs/s)"])
     print_table(["broker (ours)", "publish ours/babelqueue", "consume ours/babelqueue"], ratio_rows)
+    if SUMMARY:
+        print()
+        print("\n".join(SUMMARY))
     if ARTEMIS_SUMMARY and "artemis" in by_broker:
         print()
         print("\n".join(line for line in ARTEMIS_SUMMARY if line))
@@ -402,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="babelq publish batch size (default 500)")
     parser.add_argument("--prefetch", type=int, default=256, help="babelq App prefetch (default 256)")
     parser.add_argument(
+        "--rounds", type=int, default=3, help="alternated rounds on redis and amqp (default 3)"
+    )
+    parser.add_argument(
         "--artemis-rounds",
         type=int,
         default=3,
@@ -418,13 +578,14 @@ def main(argv: list[str] | None = None) -> int:
     n, baseline_n = args.messages, args.baseline_messages or args.messages
     runners: dict[str, Callable[[], list[Result]]] = {
         "sqlite": lambda: run_sqlite(n, args.batch, args.prefetch),
-        "redis": lambda: run_redis(n, args.batch, args.prefetch, baseline_n),
-        "amqp": lambda: run_amqp(n, args.batch, args.prefetch, baseline_n),
+        "redis": lambda: run_redis(n, args.batch, args.prefetch, baseline_n, args.rounds),
+        "amqp": lambda: run_amqp(n, args.batch, args.prefetch, baseline_n, args.rounds),
         "artemis": lambda: run_artemis(n, args.batch, args.prefetch, baseline_n, args.artemis_rounds),
         "sqs": lambda: run_sqs(args.sqs_messages, args.batch, args.prefetch),
     }
     needs = {"redis": ("127.0.0.1", 6379), "amqp": ("127.0.0.1", 5672), "artemis": ("127.0.0.1", 5672)}
     results: list[Result] = []
+    load_start = "/".join(f"{x:.2f}" for x in os.getloadavg())
     for name in args.only:
         if name in needs and not _reachable(*needs[name]):
             print(f"skipping {name}: server not reachable", file=sys.stderr)
@@ -432,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         results += runners[name]()
     report(results)
+    load_end = "/".join(f"{x:.2f}" for x in os.getloadavg())
+    cpus = os.cpu_count()
+    print(f"\nload average (1/5/15 min) at the start {load_start}, at the end {load_end} ({cpus} CPUs)")
     return 0
 
 
