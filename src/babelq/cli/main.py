@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         _register(subparsers, name)
+    from babelq.cli.help_format import use_everywhere
+
+    use_everywhere(parser)
     return parser
 
 

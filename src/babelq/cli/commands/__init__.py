@@ -38,34 +38,52 @@ def write_bytes(data: bytes) -> None:
 BROKER_ENV = "BABELQ_BROKER"
 
 
+#: The broker option of every command; the spellings some commands used before stay as hidden aliases.
+BROKER_OPTION = "--broker"
+OLD_BROKER_OPTIONS = ("--url", "--transport")
+
+
 def broker_argument(
-    parser: argparse.ArgumentParser, *flags: str, required: bool = True, example: str = "redis://127.0.0.1:6379/0"
+    parser: argparse.ArgumentParser,
+    *aliases: str,
+    required: bool = True,
+    example: str = "redis://127.0.0.1:6379/0",
+    fallback: str | None = None,
 ) -> None:
-    """Add the broker URL option (``--broker`` unless ``flags`` name others), defaulting to
-    ``$BABELQ_BROKER``. ``required`` is checked when the command runs (:func:`broker_url`), so the
-    environment variable can stand in for the option."""
+    """Add ``--broker URL``, defaulting to ``$BABELQ_BROKER`` (then ``fallback``, which the help
+    names, when the command can run without one). Every command names its broker the same way;
+    ``aliases`` (the ``--url``/``--transport`` a command had before) still parse into the same
+    value but are left out of ``--help``. ``required`` is checked when the command runs
+    (:func:`broker_url`), so the environment variable can stand in for the option."""
+    default = f"${BROKER_ENV}" + (f", else {fallback}" if fallback else "")
     parser.add_argument(
-        *(flags or ("--broker",)),
+        BROKER_OPTION,
         dest="broker",
         metavar="URL",
         default=None,
-        help=f"broker URL, e.g. {example} (default: ${BROKER_ENV})",
+        help=f"broker URL, e.g. {example} (default: {default})",
     )
+    if aliases:
+        # Separate action so --help shows only --broker; SUPPRESS keeps its default from
+        # touching the namespace, whose value is the visible option's None.
+        parser.add_argument(
+            *aliases, dest="broker", metavar="URL", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     parser.set_defaults(broker_required=required)
 
 
-def broker_url(args: argparse.Namespace, flag: str = "--broker") -> str | None:
+def broker_url(args: argparse.Namespace, flag: str = BROKER_OPTION) -> str | None:
     """The broker URL from the option, else ``$BABELQ_BROKER``; raises ConfigurationError when a
     required one is missing (names both ways to give it)."""
     from babelq.errors import ConfigurationError
 
-    url = args.broker or os.environ.get(BROKER_ENV) or None
+    url = getattr(args, "broker", None) or os.environ.get(BROKER_ENV) or None
     if url is None and getattr(args, "broker_required", False):
         raise ConfigurationError(f"{flag}: no broker URL given; pass {flag} URL or set {BROKER_ENV}")
     return url
 
 
-def required_broker_url(args: argparse.Namespace, flag: str = "--broker") -> str:
+def required_broker_url(args: argparse.Namespace, flag: str = BROKER_OPTION) -> str:
     """:func:`broker_url` for a command that cannot run without a broker."""
     from babelq.errors import ConfigurationError
 

@@ -1,6 +1,8 @@
 """``babelq conformance PATH``: run a conformance suite directory and print a table per block.
 
-``--transport URL`` is opened (and closed) before the suite runs: a URL that is malformed or
+``--broker URL`` (else ``$BABELQ_BROKER``, else ``memory://``; ``--transport`` is its old,
+hidden spelling) is the broker of the Redis payload-identity round trip. It is opened (and
+closed) before the suite runs: a URL that is malformed or
 names an unreachable broker is a usage error (one line, exit 2), not a failing check, so exit
 code 1 keeps meaning "this SDK breaks the standard". The report is redacted like every error
 line, because a check's message may quote the URL it was given.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import write
+from babelq.cli.commands import broker_argument, broker_url, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -27,10 +29,12 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("path", metavar="PATH", help="the suite directory")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--all", action="store_true", help="list every check, not only the failing ones")
-    parser.add_argument(
+    broker_argument(
+        parser,
         "--transport",
-        metavar="URL",
-        help="transport for the Redis payload-identity round trip (default memory://, e.g. redis://127.0.0.1:6379/0)",
+        required=False,
+        example="redis://127.0.0.1:6379/0, for the Redis payload-identity round trip",
+        fallback="memory://",
     )
     parser.set_defaults(func=run)
 
@@ -60,10 +64,11 @@ def run(args: argparse.Namespace) -> int:
     from babelq.conformance import run_suite
     from babelq.urls import redact_text
 
-    if args.transport:
+    url = broker_url(args)
+    if url:
         from babelq.transports import open_transport
 
-        open_transport(args.transport).close()
-    result = run_suite(args.path, transport_url=args.transport)
+        open_transport(url).close()
+    result = run_suite(args.path, transport_url=url)
     write(redact_text(result.to_json() + "\n" if args.json else table(result, every=args.all)))
     return 0 if result.passed else 1

@@ -27,15 +27,15 @@ def register(subparsers: Subparsers) -> None:
         "through the embedded SQLite broker (or --broker), triage the DLQ and reconcile.",
     )
     parser.add_argument(
-        "--rows", type=int, default=100_000, help="payments in the file (default %(default)s)"
+        "--rows", type=int, default=100_000, help="payments in the file"
     )
     parser.add_argument(
-        "--out", default="out/demo", help="working directory, recreated (default %(default)s)"
+        "--out", default="out/demo", help="working directory, recreated"
     )
-    broker_argument(parser, required=False, example="redis://127.0.0.1:6379/0 (default: SQLite in --out)")
-    parser.add_argument("--seed", type=int, default=42, help="generator seed (default %(default)s)")
+    broker_argument(parser, required=False, example="redis://127.0.0.1:6379/0", fallback="SQLite in --out")
+    parser.add_argument("--seed", type=int, default=42, help="generator seed")
     parser.add_argument(
-        "--batch", type=int, default=100_000, help="max messages per settle micro-batch (default %(default)s)"
+        "--batch", type=int, default=100_000, help="max messages per settle micro-batch"
     )
     parser.add_argument(
         "--ledger",

@@ -26,7 +26,7 @@ def register(subparsers: Subparsers) -> None:
         "cannot be redriven and stay on the DLQ.",
     )
     parser.add_argument("action", nargs="?", choices=("triage", "redrive"), default="triage",
-                        help="triage (count, the default) or redrive")
+                        help="triage (count) or redrive")
     broker_argument(parser)
     parser.add_argument("--queue", required=True, help="the DLQ (e.g. payments.dlq) or its source queue")
     parser.add_argument("--redrive", action="store_true", help="redrive the selected messages (as: redrive)")
@@ -39,7 +39,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument("--cause", help="select by dead_letter.cause (expired, max_attempts, ...)")
     parser.add_argument("--urn", help="select by URN")
     parser.add_argument("--id", action="append", dest="ids", help="select by meta.id (repeatable)")
-    parser.add_argument("--limit", type=int, help="redrive at most this many")
+    parser.add_argument("--limit", type=int, help="redrive at most this many (default: all selected)")
     parser.set_defaults(func=run)
 
 

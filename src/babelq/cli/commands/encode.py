@@ -25,7 +25,7 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("urn", metavar="URN", help="the message URN, e.g. urn:babel:orders:created")
     parser.add_argument("data", metavar="DATA_JSON", help="the data object as JSON ('-' reads it from stdin)")
-    parser.add_argument("--queue", default="default", help="meta.queue (default: %(default)s)")
+    parser.add_argument("--queue", default="default", help="meta.queue")
     parser.add_argument("--trace-id", help="continue this trace instead of starting a new one")
     parser.add_argument("--correlation-id", help="meta.correlation_id")
     parser.add_argument("--sharding-key", help="meta.sharding_key")

@@ -29,14 +29,16 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("file", help="bulk file: .csv or .parquet (or a Parquet dataset directory)")
     broker_argument(parser, example="sqlite:///var/q.db")
-    parser.add_argument("--queue", default="payments", help="queue (default %(default)s)")
+    parser.add_argument("--queue", default="payments", help="queue")
     parser.add_argument("--rejects", required=True, help="where rejected rows are written")
-    parser.add_argument("--rejects-format", choices=("parquet", "csv"), default="parquet")
+    parser.add_argument(
+        "--rejects-format", choices=("parquet", "csv"), default="parquet", help="file format of --rejects"
+    )
     parser.add_argument(
         "--batch-id",
         help="the batch's id, meta.correlation_id of every envelope (default: bulk_<file sha256 prefix>)",
     )
-    parser.add_argument("--ttl", type=int, default=86_400, help="default TTL seconds (default %(default)s)")
+    parser.add_argument("--ttl", type=int, default=86_400, help="meta.ttl in seconds of every envelope")
     parser.add_argument(
         "--journal",
         metavar="PATH",
@@ -53,7 +55,7 @@ def register(subparsers: Subparsers) -> None:
         help="stage the envelopes in this transactional outbox (sqlite:///path.db or postgresql://...) in "
         "one transaction with the batch's record, instead of publishing; `babelq relay` publishes them",
     )
-    parser.add_argument("--outbox-table", default="babelq_outbox", help="outbox table (default %(default)s)")
+    parser.add_argument("--outbox-table", default="babelq_outbox", help="outbox table")
     spark_arguments(parser)
     parser.set_defaults(func=run)
 

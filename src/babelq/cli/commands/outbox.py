@@ -42,7 +42,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"outbox database: sqlite:///path.db, a file path or postgresql://... (default: ${OUTBOX_ENV})",
     )
-    parser.add_argument("--table", default="babelq_outbox", help="outbox table (default: babelq_outbox)")
+    parser.add_argument("--table", default="babelq_outbox", help="outbox table")
 
 
 def register(subparsers: Subparsers) -> None:
@@ -60,7 +60,13 @@ def register(subparsers: Subparsers) -> None:
     _common(actions.add_parser("requeue", help="make every failed row pending again"))
     prune = actions.add_parser("prune", help="delete rows published more than --older-than seconds ago")
     _common(prune)
-    prune.add_argument("--older-than", type=float, required=True, metavar="SECONDS")
+    prune.add_argument(
+        "--older-than",
+        type=float,
+        required=True,
+        metavar="SECONDS",
+        help="age of the oldest published row kept",
+    )
     parser.set_defaults(func=run)
 
 

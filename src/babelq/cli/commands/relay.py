@@ -36,22 +36,22 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--outbox", metavar="URL", help=f"outbox database (default: ${OUTBOX_ENV})")
     broker_argument(parser)
-    parser.add_argument("--batch", type=int, default=500, metavar="N", help="rows per batch (default 500)")
+    parser.add_argument("--batch", type=int, default=500, metavar="N", help="rows per batch")
     parser.add_argument("--once", action="store_true", help="publish what is pending now, then exit")
-    parser.add_argument("--table", default="babelq_outbox", help="outbox table (default: babelq_outbox)")
+    parser.add_argument("--table", default="babelq_outbox", help="outbox table")
     parser.add_argument(
         "--lease",
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="SQLite: how long a batch's claim lasts if the relay dies (default 60)",
+        help="SQLite: how long a batch's claim lasts if the relay dies",
     )
     parser.add_argument(
         "--poll",
         type=float,
         default=0.5,
         metavar="SECONDS",
-        help="wait between polls of an empty outbox (default 0.5)",
+        help="wait between polls of an empty outbox",
     )
     parser.set_defaults(func=run)
 

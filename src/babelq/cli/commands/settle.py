@@ -21,22 +21,28 @@ def register(subparsers: Subparsers) -> None:
         "ledger with their processed id in one transaction, failures are retried then dead-lettered.",
     )
     broker_argument(parser, example="sqlite:///var/q.db")
-    parser.add_argument("--queue", default="payments", help="queue (default %(default)s)")
+    parser.add_argument("--queue", default="payments", help="queue")
     parser.add_argument("--ledger", required=True, help="ledger: a SQLite file path or a postgresql:// URL")
     parser.add_argument(
         "--checkpoint", required=True, help="Spark checkpoint directory (keep it between runs)"
     )
-    parser.add_argument("--max-attempts", type=int, default=3)
-    parser.add_argument("--retry-delay-ms", type=int, default=1_000)
+    parser.add_argument(
+        "--max-attempts", type=int, default=3, help="attempts of a failing message before it is dead-lettered"
+    )
+    parser.add_argument(
+        "--retry-delay-ms", type=int, default=1_000, help="base delay of a retry's jittered backoff, in ms"
+    )
     parser.add_argument("--batch", type=int, default=20_000, help="max messages per micro-batch")
-    parser.add_argument("--timeout", type=float, default=3_600.0, help="stop after this many seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=3_600.0, metavar="SECONDS", help="stop after this many seconds"
+    )
     parser.add_argument(
         "--visibility-timeout",
         type=float,
         default=300.0,
         metavar="SECONDS",
         help="lease of the messages a micro-batch holds (renewed while it runs); a killed run's "
-        "messages come back after it (default %(default)s)",
+        "messages come back after it",
     )
     spark_arguments(parser)
     parser.set_defaults(func=run)

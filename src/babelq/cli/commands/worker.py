@@ -1,14 +1,15 @@
 """``babelq worker``: run an application's handlers against a broker until stopped.
 
-    babelq worker --url redis://localhost:6379/0 --queue orders --app myservice.worker:app
+    babelq worker --broker redis://localhost:6379/0 --queue orders --app myservice.worker:app
     BABELQ_BROKER=redis://:pw@localhost:6379/0 babelq worker --app myservice.worker:app
 
 ``--app module:attr`` names a :class:`babelq.runtime.App` (or a function returning one);
-the current directory is importable, as with other application servers. ``--url`` (default
+the current directory is importable, as with other application servers. ``--broker`` (default
 ``$BABELQ_BROKER``, so a password need not sit on a command line where ``ps`` shows it) binds
 the app to that broker; without either, the app's own transport is used. SIGTERM/SIGINT stop
 it gracefully: fetching stops, in-flight handlers finish within the grace period, unstarted
-messages are released. On exit the counters are printed as one JSON line.
+messages are released. On exit the counters are printed as one JSON line. ``--url``, this
+command's name for ``--broker`` before every command spelled it one way, is still accepted.
 
 Every way ``--app`` can fail to name an App (no colon, no such module, the module raising
 while it is imported, no such attribute, a factory that raises) is a
@@ -39,15 +40,28 @@ def register(subparsers: Subparsers) -> None:
         description="Consume a queue with the handlers of a babelq.runtime.App until SIGTERM/SIGINT.",
     )
     parser.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the App (or a factory of one)")
-    broker_argument(parser, "--url", required=False, example="redis://127.0.0.1:6379/0")
+    broker_argument(
+        parser, "--url", required=False, example="redis://127.0.0.1:6379/0", fallback="the App's transport"
+    )
     parser.add_argument("--queue", help="queue to consume (default: the app's queue)")
-    parser.add_argument("--concurrency", type=int, help="handler threads")
-    parser.add_argument("--prefetch", type=int, help="most messages reserved at once")
-    parser.add_argument("--grace-period", type=float, help="seconds in-flight handlers get on shutdown")
+    app_default = "(default: the App's setting, {} unless it sets one)"
+    parser.add_argument("--concurrency", type=int, help=f"handler threads {app_default.format(1)}")
+    parser.add_argument(
+        "--prefetch",
+        type=int,
+        help=f"most messages reserved at once {app_default.format('32 or twice the concurrency')}",
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        help=f"seconds in-flight handlers get on shutdown {app_default.format(30)}",
+    )
     parser.add_argument(
         "--until-empty", action="store_true", help="stop when the queue is empty instead of waiting for more"
     )
-    parser.add_argument("--max-messages", type=int, help="stop after processing this many messages")
+    parser.add_argument(
+        "--max-messages", type=int, help="stop after processing this many messages (default: no limit)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -112,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     a warning followed by the same failure.
     """
     app = load_app(args.app)
-    url = broker_url(args, "--url")
+    url = broker_url(args)
     one_shot = args.until_empty or args.max_messages is not None
     owned: Transport | None = None
     if url and one_shot:
