@@ -19,6 +19,13 @@ BABELQ = ROOT / ".venv" / "bin" / "babelq"
 FIXTURE = CONFORMANCE_DIR / "fixtures" / "order-created.json"
 
 
+@pytest.fixture(autouse=True)
+def _no_broker_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """conformance reads $BABELQ_BROKER like every broker command: a developer's own must not
+    turn its memory:// round trip into one against their broker."""
+    monkeypatch.delenv("BABELQ_BROKER", raising=False)
+
+
 def babelq(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     command = [str(BABELQ)] if BABELQ.exists() else [sys.executable, "-m", "babelq.cli.main"]
     env = {**os.environ, "PYTHONWARNINGS": "default"}
