@@ -2,7 +2,7 @@
 
 Run it against any broker (the app itself is not bound to one):
 
-    babelq worker --url sqlite:///tmp/orders.db --queue orders --app worker_app:app   # from examples/
+    babelq worker --broker sqlite:///tmp/orders.db --queue orders --app worker_app:app   # from examples/
 
 or in-process, publishing a few orders first:
 
