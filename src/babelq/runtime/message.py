@@ -1,8 +1,8 @@
 """The one object a handler receives: the decoded envelope plus the broker's facts.
 
 A handler takes exactly one argument, a :class:`Message`. It reads the envelope fields
-(``urn``, ``data``, ``meta``, ``trace_id``, ``id``), the reconciled ``attempts`` (SPEC
-section 4: the binding may take a max with the broker's own counter), the raw ``body``
+(``urn``, ``data``, ``meta``, ``trace_id``, ``id``), the reconciled ``attempts`` (docs/standard.md
+§4: the binding may take a max with the broker's own counter), the raw ``body``
 bytes and what the broker said about the delivery (``stored_at``, ``delivery_count``,
 ``headers``). ``data`` is a read-only view: retries re-publish the envelope as received, so
 a handler that changed it in place would otherwise change what the next attempt sees.
@@ -51,7 +51,7 @@ class Message:
 
     @property
     def attempts(self) -> int:
-        """The envelope's attempts reconciled with the broker's own counter (SPEC section 4)."""
+        """The envelope's attempts reconciled with the broker's own counter (docs/standard.md §4)."""
         return self._attempts
 
     @property

@@ -1,4 +1,4 @@
-"""URN -> handler, and what to do when no handler is mapped (SPEC section 2, consumer rules).
+"""URN -> handler, and what to do when no handler is mapped (docs/standard.md §11).
 
 Each URN gets its own inner chain, composed once when handlers or middleware change: the
 feature middleware (idempotency, schema, GDPR...) wrapped around the handler. A message

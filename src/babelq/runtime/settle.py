@@ -9,7 +9,7 @@ Retries go through ``Transport.retry`` with the body's ``attempts`` set to the r
 attempts + 1 and the delay given to the broker's native delay; whether a failure is retried,
 after how long, and the cause of the dead letter once the attempts ran out are the
 :class:`~babelq.runtime.rules.RetryPolicy`'s (shared with settle). ``meta.deliver_at`` is never
-written on a retry: ``meta`` is the producer's and immutable (SPEC section 2).
+written on a retry: ``meta`` is the producer's and immutable (docs/standard.md §2).
 
 Settling never fails on a message it was given, whatever the message holds: a retry whose
 body cannot be written goes to the DLQ instead of looping, and a dead letter that cannot be

@@ -1,4 +1,4 @@
-"""Expired messages are dead-lettered, never handled (SPEC section 6, ``meta.expire_at``).
+"""Expired messages are dead-lettered, never handled (docs/standard.md §6, ``meta.expire_at``).
 
 A message whose ``meta.expire_at`` (epoch ms) has passed is stale: acting on it late can be
 worse than not acting (a payment authorisation that timed out). It goes to the dead-letter
