@@ -1,4 +1,4 @@
-"""Broker bindings: how each broker carries the envelope natively (SPEC section 4).
+"""Broker bindings: how each broker carries the envelope natively (docs/standard.md §4).
 
 A binding is pure: it imports no broker client and does no I/O, so it is tested without a
 broker and shared by every transport. Each module offers a *projection* (produce: the

@@ -1,4 +1,4 @@
-"""Redis binding: the key layout of a queue, and nothing else (SPEC section 4).
+"""Redis binding: the key layout of a queue, and nothing else (docs/standard.md §4).
 
 Redis lists carry no native metadata, so there is no projection: the list element IS the
 canonical envelope, byte for byte, and a consumer's attempts are the body's attempts. What
@@ -76,7 +76,7 @@ RESERVED_SUFFIXES: Final = tuple(
     )
 )
 
-#: The runtime dead-letters queue ``q`` to ``q.dlq`` (SPEC section 4).
+#: The runtime dead-letters queue ``q`` to ``q.dlq`` (docs/standard.md §4).
 DLQ_SUFFIX: Final = ".dlq"
 
 

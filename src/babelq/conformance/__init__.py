@@ -1,4 +1,4 @@
-"""Running a BabelQueue conformance suite directory (SPEC section 10).
+"""Running a BabelQueue conformance suite directory (docs/standard.md §10).
 
 A suite directory holds ``manifest.json``, the fixtures it names and
 ``schema/message-envelope.schema.json``, in the format of the standard's cross-SDK suite.

@@ -1,4 +1,4 @@
-"""Fixed facts of the schema_version 1 envelope (SPEC section 2)."""
+"""Fixed facts of the schema_version 1 envelope (docs/standard.md §2)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ TOP_LEVEL_KEYS: Final = ("job", "trace_id", "data", "meta", "attempts")
 #: Required meta keys in the order producers write them.
 CORE_META_KEYS: Final = ("id", "queue", "lang", "schema_version", "created_at")
 
-#: Keys that must never be emitted (SPEC section 2, "Forbidden").
+#: Keys that must never be emitted (docs/standard.md §2.2).
 FORBIDDEN_TOP_LEVEL: Final = frozenset({"timestamp"})
 FORBIDDEN_META: Final = frozenset({"max_retries", "attempts", "source", "ts"})
 
-#: The three dead-letter reasons the canonical schema allows (SPEC section 5).
+#: The three dead-letter reasons the canonical schema allows (docs/standard.md §5).
 DEAD_LETTER_REASONS: Final = frozenset({"failed", "unknown_urn", "poison"})
 
-#: Optional meta extensions babelq defines (SPEC section 6), in the order we write them.
+#: Optional meta extensions babelq defines (docs/standard.md §6), in the order we write them.
 EXTENSION_META_KEYS: Final = (
     "correlation_id",
     "sharding_key",

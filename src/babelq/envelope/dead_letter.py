@@ -1,4 +1,4 @@
-"""Dead-letter annotation and redrive (SPEC section 5).
+"""Dead-letter annotation and redrive (docs/standard.md §5).
 
 Annotating returns a copy: the original envelope (ids, trace, data, unknown keys) stays
 intact inside the dead-letter message, so any SDK can still read it. ``reason`` stays

@@ -1,4 +1,4 @@
-"""Producing and reading envelopes: :func:`make` and :func:`decode` (SPEC section 2).
+"""Producing and reading envelopes: :func:`make` and :func:`decode` (docs/standard.md §2).
 
 ``make`` checks everything a producer must refuse, mints the ids and encodes the envelope
 once, so an error surfaces where the message is built, not later on a publish path. The
@@ -200,7 +200,7 @@ def make(
     """Build a new envelope ready to encode and publish.
 
     ``trace_id`` continues an inbound trace; without it a new UUID v4 is minted. The
-    keyword extensions are SPEC section 6's optional ``meta`` keys; ``meta`` adds further
+    keyword extensions are docs/standard.md §6's optional ``meta`` keys; ``meta`` adds further
     producer keys after them. ``message_id`` and ``created_at`` exist for replays, the outbox
     and tests; normally they are minted here. ``strict`` makes a badly formed URN raise
     instead of warn.

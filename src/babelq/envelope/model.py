@@ -211,7 +211,7 @@ class Envelope:
 
     # -- verdict --------------------------------------------------------------------
     def accepts(self) -> bool:
-        """Whether a consumer should accept this envelope (SPEC consumer rules)."""
+        """Whether a consumer should accept this envelope (docs/standard.md §2.6)."""
         # orjson widens only integers beyond 64 bits, which no rule accepts: the frame as read
         # gives the verdict without the exact re-read.
         return verdict.accepts(self._doc)
@@ -231,7 +231,7 @@ class Envelope:
         return self._raw
 
     def encode(self) -> bytes:
-        """The canonical wire bytes (SPEC section 2).
+        """The canonical wire bytes (docs/standard.md §2).
 
         A decoded envelope is re-encoded canonically: the inbound ``urn`` alias becomes
         ``job`` (in its place), forbidden keys are left out, and every other key is kept in

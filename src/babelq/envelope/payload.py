@@ -1,4 +1,4 @@
-"""Checks that a value is pure JSON before it goes on the wire (SPEC section 2).
+"""Checks that a value is pure JSON before it goes on the wire (docs/standard.md §2).
 
 The check refuses what other SDKs cannot read or what a JSON encoder would silently
 change: NaN/Infinity, integers outside signed 64-bit, bytes, datetimes, Decimals, sets,

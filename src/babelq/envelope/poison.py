@@ -1,4 +1,4 @@
-"""Poison records: dead-lettering bytes that are not a readable envelope (SPEC section 5).
+"""Poison records: dead-lettering bytes that are not a readable envelope (docs/standard.md §5).
 
 The original bytes are preserved exactly, and the block's extra ``original`` key says how
 (``in_place``, ``raw`` or ``raw_base64``). A body that is a well-formed JSON object keeps

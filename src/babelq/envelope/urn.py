@@ -1,4 +1,4 @@
-"""URN naming rules (SPEC section 3): ``urn:babel:<bounded-context>:<event-or-command>``.
+"""URN naming rules (docs/standard.md §3): ``urn:babel:<bounded-context>:<event-or-command>``.
 
 The standard recommends the format without enforcing it. babelq checks every URN it
 produces: by default a bad URN only warns (:class:`~babelq.errors.URNFormatWarning`), in

@@ -1,4 +1,4 @@
-"""The consumer's acceptance rules (SPEC section 2, "Consumer rules").
+"""The consumer's acceptance rules (docs/standard.md §2.6).
 
 A message is accepted only if it has a URN (``job``, else the ``urn`` alias), ``meta`` is an
 object with ``schema_version`` exactly 1, ``data`` is an object, ``attempts`` is an integer

@@ -1,4 +1,4 @@
-"""Bytes in and out: the canonical wire form (SPEC section 2, "Wire encoding").
+"""Bytes in and out: the canonical wire form (docs/standard.md §2.3).
 
 Canonical means what ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))`` writes,
 UTF-8 encoded: compact, non-ASCII and ``/`` unescaped, Python's shortest float repr. The

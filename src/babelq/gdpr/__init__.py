@@ -1,4 +1,4 @@
-"""GDPR field encryption (SPEC section 9): marked ``data`` fields travel as ciphertext.
+"""GDPR field encryption (docs/standard.md §9): marked ``data`` fields travel as ciphertext.
 
 A per-URN schema marks personal data with ``"x-gdpr-sensitive": true``
 (:func:`babelq.schema.sensitive_paths`). :func:`protect` replaces each marked value by a

@@ -1,4 +1,5 @@
-"""``protect`` / ``unprotect``: the values a per-URN schema marks, as ciphertext strings (SPEC 9).
+"""``protect`` / ``unprotect``: the values a per-URN schema marks, as ciphertext strings
+(docs/standard.md §9).
 
 Same contract as the babelqueue package's ``gdpr`` module, so either side can read the other:
 

@@ -1,4 +1,4 @@
-"""Consumer idempotency (SPEC section 7): at-least-once delivery, exactly-once effect.
+"""Consumer idempotency (docs/standard.md §7): at-least-once delivery, exactly-once effect.
 
 Deduplicate on ``meta.id`` (never trace_id): :func:`wrap` runs a handler only for an id it
 has not seen, remembers the id only after the handler succeeded, and fails open for a

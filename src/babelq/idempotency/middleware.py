@@ -5,7 +5,7 @@
 >>> from babelq.runtime import App
 >>> app = App("memory://", middleware=[IdempotencyMiddleware(MemoryStore())])
 
-SPEC section 7 on the runtime's terms (the decision is an outcome, see
+docs/standard.md §7 on the runtime's terms (the decision is an outcome, see
 :mod:`babelq.runtime.outcome`):
 
 * the key is ``meta.id``; a message without one fails open (the handler runs every time);

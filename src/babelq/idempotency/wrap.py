@@ -1,4 +1,4 @@
-"""Wrapping a handler so a redelivered message does not run twice (SPEC section 7).
+"""Wrapping a handler so a redelivered message does not run twice (docs/standard.md §7).
 
 The wrapped handler returns an :class:`Outcome` instead of the bare result, because the
 caller (a runtime acking the delivery, a test counting effects) needs to know whether the

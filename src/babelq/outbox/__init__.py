@@ -1,4 +1,4 @@
-"""Transactional outbox (SPEC section 8): a message commits or rolls back with the business data.
+"""Transactional outbox (docs/standard.md §8): a message commits or rolls back with the business data.
 
 Producers write messages into an outbox table with :meth:`Outbox.add`, on their own database
 connection and inside their own transaction; a :class:`Relay` (library loop, or

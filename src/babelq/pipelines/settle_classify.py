@@ -59,7 +59,7 @@ _SEQ = "__bq_seq"
 def decoded(batch: DataFrame) -> DataFrame:
     """``batch`` (``body``, optional ``broker_attempts``) decoded on the JVM, trimmed to what settle
     reads. ``attempts`` is the binding's reconciliation, ``max(body attempts, broker_attempts)``
-    (SPEC section 4: an SQS message received three times is at attempt 2 whatever its body says);
+    (docs/standard.md §4: an SQS message received three times is at attempt 2 whatever its body says);
     ``body_attempts`` is the body's own count, which names the attempt in the outbox key;
     ``read_by`` is the source's (which process took the row from the broker), null without it."""
     from pyspark.sql import functions as sf

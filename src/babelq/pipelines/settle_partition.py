@@ -288,7 +288,7 @@ def _failed(part: _Partition, i: int, attempts: int, failure: str) -> None:
     columns, config = part.rows.columns, part.config
     runs = part.policy.runs(attempts)
     env = part.envelope(i)
-    if attempts > env.attempts:  # the broker counted more deliveries (SQS, SPEC 4)
+    if attempts > env.attempts:  # the broker counted more deliveries (SQS, docs/standard.md §4)
         env = env.with_attempts(attempts)
     if columns["on_failure"][i] == "retry":
         body = env.with_attempts(runs).encode()

@@ -1,4 +1,4 @@
-"""Per-URN JSON Schemas of ``data`` (SPEC section 9).
+"""Per-URN JSON Schemas of ``data`` (docs/standard.md §9).
 
 A :class:`SchemaRegistry` maps a URN to the JSON Schema of its ``data``; validation uses
 the maintained ``jsonschema`` library (Draft 7 and 2020-12, chosen by ``$schema``),

@@ -8,7 +8,7 @@ handler, and never leaves a producer.
 >>> app = App("redis://...", middleware=[CheckSchema(registry)],
 ...           publish_middleware=[CheckSchemaOnPublish(registry)])
 
-SPEC section 9 on the runtime's terms. The agreed order of the features: on consume, tracing
+docs/standard.md §9 on the runtime's terms. The agreed order of the features: on consume, tracing
 span -> GDPR unprotect -> **schema check** -> handler (the check sees cleartext); on publish,
 **schema check** -> GDPR protect -> trace headers -> transport (it checks what the caller wrote,
 before any field becomes ciphertext). Register the middleware in that order.

@@ -1,4 +1,4 @@
-"""Finding the personal-data fields a schema marks (SPEC section 9).
+"""Finding the personal-data fields a schema marks (docs/standard.md §9).
 
 A node with ``"x-gdpr-sensitive": true``, or a non-empty category string
 (``"x-gdpr-sensitive": "contact"``, as the other SDKs' schema readers accept), marks the value at

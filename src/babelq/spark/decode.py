@@ -333,7 +333,7 @@ def decode(
 
     Added columns: ``urn trace_id id queue lang`` (strings, ``""`` when absent or not a
     string), ``schema_version created_at`` (longs or null), ``attempts`` (long, 0 when not a
-    64-bit integer), ``extensions`` (struct of SPEC section 6 keys; priority 5 by default),
+    64-bit integer), ``extensions`` (struct of docs/standard.md §6 keys; priority 5 by default),
     ``data_json`` (the data object as JSON text, key order kept; on by default unless
     ``data_schema`` is given), ``data`` (a struct of ``data_schema``, read the way
     ``from_json`` reads it, when given), ``dead_letter`` (struct or null), ``accepted``

@@ -204,7 +204,7 @@ def _extensions(
     transaction_id: Column | None,
     types: dict[str, DataType],
 ) -> list[Column]:
-    """The SPEC section 6 meta members, in the order ``make`` writes them."""
+    """The docs/standard.md §6 meta members, in the order ``make`` writes them."""
     from pyspark.sql import functions as sf
 
     members: list[Column] = []

@@ -1,4 +1,4 @@
-"""Canonical JSON text as Spark SQL expressions (SPEC section 2, "Wire encoding"), on the JVM.
+"""Canonical JSON text as Spark SQL expressions (docs/standard.md §2.3), on the JVM.
 
 Spark's own JSON writer is not the canonical form: it writes doubles the Java way
 (``1.0E20`` where Python writes ``1e+20``), escapes control characters with upper-case hex,

@@ -1,4 +1,4 @@
-"""Envelopes in Spark's Kafka source and sink shapes (SPEC section 4, the Kafka binding).
+"""Envelopes in Spark's Kafka source and sink shapes (docs/standard.md §4, the Kafka binding).
 
 The binding projects six ``bq-*`` record headers (UTF-8 bytes) from the envelope and, on
 consume, takes attempts from the ``bq-attempts`` header when present - authoritative even when

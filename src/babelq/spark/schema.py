@@ -1,4 +1,4 @@
-"""The envelope as Spark schemas (SPEC sections 2, 5 and 6).
+"""The envelope as Spark schemas (docs/standard.md §2, §5 and §6).
 
 ``ENVELOPE_SCHEMA`` is the whole message with ``data`` as JSON text; :func:`envelope_schema`
 gives the same shape with a caller's struct for ``data``. ``DECODED_SCHEMA`` is what

@@ -10,7 +10,7 @@ Two runtime middlewares, one per side, so a message's journey is one distributed
   ``Delivery.carried_headers`` and runs the rest of the chain inside a CONSUMER span that
   continues the producer's trace as its child.
 
-The envelope is never touched: its ``trace_id`` stays what SPEC section 2 says (minted by the
+The envelope is never touched: its ``trace_id`` stays what docs/standard.md §2 says (minted by the
 first producer, copied unchanged across hops) and both spans carry it as an attribute. A
 message that arrives without a ``traceparent`` (a producer without tracing, an SDK or broker
 that drops headers) still joins a trace: the envelope's ``trace_id`` maps to the OTel trace id

@@ -2,7 +2,7 @@
 
 Why it looks the way it does:
 
-* **Contract.** Every publish carries the SPEC section 4 projection of the body (``type``,
+* **Contract.** Every publish carries the docs/standard.md §4 projection of the body (``type``,
   ``correlation_id``, ``message_id``, ``app_id``, ``content_type``, persistent delivery and the
   native-typed ``x-*`` headers) computed by :mod:`babelq.bindings.rabbitmq`. The body is never
   touched. Queues are durable and named after the logical queue, so any SDK of the standard that
@@ -548,7 +548,7 @@ class AMQPTransport(BaseTransport):
 
     # -- publishing -------------------------------------------------------------------
     def properties(self, body: bytes, envelope: Envelope | None = None) -> BasicProperties:
-        """The AMQP basic properties for ``body``: the binding's projection (SPEC section 4).
+        """The AMQP basic properties for ``body``: the binding's projection (docs/standard.md §4).
 
         A body that is not an envelope (a poison record on a DLQ) still gets the fixed part
         (content type, persistence, app id) so it is stored durably.

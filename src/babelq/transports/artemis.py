@@ -2,7 +2,7 @@
 
 Why it looks the way it does:
 
-* **Contract.** Every publish carries the SPEC section 4 projection computed by
+* **Contract.** Every publish carries the docs/standard.md §4 projection computed by
   :mod:`babelq.bindings.artemis`: the URN in the ``x-opt-jms-type`` message annotation (JMSType),
   trace_id in ``correlation-id``, meta.id in ``message-id``, meta.created_at in ``creation-time``
   and the string application properties ``bq_schema_version``, ``bq_source_lang``,

@@ -78,7 +78,7 @@ class Delivery:
     carried_headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)
 
     def attempts(self, body_attempts: int) -> int:
-        """The message's attempts after the binding's reconciliation (SPEC section 4)."""
+        """The message's attempts after the binding's reconciliation (docs/standard.md §4)."""
         return body_attempts if self.reconcile is None else self.reconcile(body_attempts)
 
 

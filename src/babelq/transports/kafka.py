@@ -3,7 +3,7 @@
 Why it looks the way it does:
 
 * **Contract.** A queue is a topic. The record value is the envelope bytes, untouched; every
-  record carries the SPEC section 4 headers from :mod:`babelq.bindings.kafka` (``bq-job``,
+  record carries the docs/standard.md §4 headers from :mod:`babelq.bindings.kafka` (``bq-job``,
   ``bq-trace-id``, ``bq-message-id``, ``bq-schema-version``, ``bq-source-lang``, ``bq-attempts``,
   UTF-8 bytes), the record timestamp is ``meta.created_at`` and the record key is
   ``meta.sharding_key`` (so one key keeps its order on one partition). On consume ``bq-attempts``

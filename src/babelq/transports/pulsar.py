@@ -2,8 +2,8 @@
 
 Why it looks the way it does:
 
-* **Contract.** The payload is the envelope bytes, untouched. Every send carries the SPEC
-  section 4 string properties from :mod:`babelq.bindings.pulsar` (``bq-job``, ``bq-trace-id``,
+* **Contract.** The payload is the envelope bytes, untouched. Every send carries the docs/standard.md
+  §4 string properties from :mod:`babelq.bindings.pulsar` (``bq-job``, ``bq-trace-id``,
   ``bq-message-id``, ``bq-schema-version``, ``bq-source-lang``, ``bq-attempts``), the message
   key is ``meta.sharding_key`` when there is one, and a delayed send mirrors its delay in ms
   on ``bq-delay`` (what the other SDKs' Pulsar publishers write). A queue is the topic
@@ -28,7 +28,7 @@ Why it looks the way it does:
   and the client reconnects a dropped consumer by itself, so a late ack can settle a message
   that was meanwhile redelivered elsewhere: no gated settle, no tagged reservations.
 * **Attempts.** ``Delivery.attempts`` is max(body attempts, ``redelivery_count``): the count
-  is 0-based, so no -1 (SPEC section 4). ``delivery_count`` is ``redelivery_count + 1``. The
+  is 0-based, so no -1 (docs/standard.md §4). ``delivery_count`` is ``redelivery_count + 1``. The
   broker keeps the count in memory only (it is lost when the last consumer leaves or the topic
   moves), which is why the body stays authoritative.
 * **Delays.** Native: ``deliver_after`` for ``delay_ms``, ``deliver_at`` for an envelope whose

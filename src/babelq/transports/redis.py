@@ -1,6 +1,6 @@
 """The Redis transport (``redis://host:6379/0``, ``rediss://`` for TLS): the reliable-queue pattern.
 
-Why it looks like this: SPEC section 4 fixes the wire (the list element is the envelope, byte
+Why it looks like this: docs/standard.md §4 fixes the wire (the list element is the envelope, byte
 for byte, RPUSH to produce, consume from the head) and asks that a killed worker's messages
 come back. Every state change is one Lua script, so it is atomic and costs one round trip
 whatever the batch size: that is what makes batch reserve/ack fast.

@@ -3,7 +3,7 @@
 Why it looks the way it does:
 
 * **Contract.** The message body is the envelope bytes, untouched (one AMQP data section).
-  Every send carries the SPEC section 4 projection of :mod:`babelq.bindings.asb`: ``subject`` =
+  Every send carries the docs/standard.md §4 projection of :mod:`babelq.bindings.asb`: ``subject`` =
   URN, ``correlation_id`` = trace_id, ``message_id`` = meta.id, ``content_type`` =
   ``application/json`` and the application properties ``bq-schema-version``,
   ``bq-source-lang``, ``bq-created-at``, laid out exactly as the ``babelqueue`` SDK lays them
@@ -16,7 +16,7 @@ Why it looks the way it does:
 * **DeliveryCount.** Service Bus counts deliveries from 1, but the AMQP header it sends is
   0-based, and azure-servicebus for Python exposes that header as ``delivery_count`` (0 on the
   first receive; its own live tests assert this). So ``Delivery.delivery_count`` is
-  ``delivery_count + 1`` and attempts reconcile as ``max(body, DeliveryCount - 1)`` per SPEC.
+  ``delivery_count + 1`` and attempts reconcile as ``max(body, DeliveryCount - 1)`` per docs/standard.md §4.
 * **Delays.** ``ScheduledEnqueueTime`` through ``ServiceBusSender.schedule_messages``. A delayed
   ``release`` (Service Bus cannot abandon "later") schedules a copy with the same bytes and
   native fields and completes the original; the copy is a new message, so its DeliveryCount

@@ -2,8 +2,8 @@
 
 Why it looks the way it does:
 
-* **Contract.** The MessageBody is the envelope text, untouched; every send carries the SPEC
-  section 4 MessageAttributes from :mod:`babelq.bindings.sqs` (``bq-job``, ``bq-trace-id``...).
+* **Contract.** The MessageBody is the envelope text, untouched; every send carries the docs/standard.md
+  §4 MessageAttributes from :mod:`babelq.bindings.sqs` (``bq-job``, ``bq-trace-id``...).
   FIFO queues (``.fifo``) get ``MessageGroupId`` (configured group, else ``meta.sharding_key``,
   else the queue name) and ``MessageDeduplicationId`` = ``meta.id`` unless the queue
   deduplicates by content. A retry of a FIFO message uses ``<meta.id>-a<attempts>`` so the
