@@ -1,4 +1,4 @@
-"""Dead letters and poison records (SPEC section 5): nothing is lost, every SDK can still read it."""
+"""Dead letters and poison records (docs/standard.md §5): nothing is lost, every SDK can still read it."""
 
 from __future__ import annotations
 

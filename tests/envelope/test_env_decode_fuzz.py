@@ -235,7 +235,7 @@ def envelope_like(draw: st.DrawFn) -> dict[str, Any]:
 def _deliberate_divergence(doc: dict[str, Any]) -> bool:
     """babelqueue compares schema_version with ``==``, so it accepts ``1.0`` and ``true``.
 
-    SPEC section 2 says "schema_version is exactly 1" (the canonical schema's integer const),
+    docs/standard.md §2.6 asks for a schema_version of exactly 1 (the canonical schema's integer const),
     and a Go or PHP consumer refuses a float or boolean there, so babelq rejects them.
     """
     meta = doc.get("meta")

@@ -1,6 +1,6 @@
 """Differential tests: babelq and the babelqueue SDK must put the same bytes on the wire.
 
-The SPEC (section 2) makes byte equality the interoperability contract: for the same
+docs/standard.md §2.3 makes byte equality the interoperability contract: for the same
 logical message (same ids, times and insertion order) every SDK writes the same bytes.
 babelqueue is used strictly as a black box through its public ``EnvelopeCodec``.
 """

@@ -1,4 +1,4 @@
-"""Producers refuse non-JSON values with an error naming the exact path (SPEC section 2)."""
+"""Producers refuse non-JSON values with an error naming the exact path (docs/standard.md §2)."""
 
 from __future__ import annotations
 

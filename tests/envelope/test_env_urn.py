@@ -1,4 +1,4 @@
-"""URN naming rules (SPEC section 3): warn by default, refuse in strict mode."""
+"""URN naming rules (docs/standard.md §3): warn by default, refuse in strict mode."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Where they meet (found by probing the keys each side writes):
   ``queues:q``: babelq with ``prefix=queues:`` (URL ``redis://host/0?prefix=queues:``) meets
   it for the ready list (each side then reserves into its own bookkeeping keys).
 
-The list element is the envelope, byte for byte, in both SDKs (SPEC section 4).
+The list element is the envelope, byte for byte, in both SDKs (docs/standard.md §4).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Settle of one micro-batch: the broker's delivery count raises attempts, never lowers them.
 
 The ``babelq`` source reads ``broker_attempts`` (SQS: ApproximateReceiveCount - 1) beside each
-body; settle takes ``max(body attempts, broker_attempts)`` as SPEC section 4 asks, so a message
+body; settle takes ``max(body attempts, broker_attempts)`` as docs/standard.md §4 asks, so a message
 SQS has handed out three times is not given three more tries because its body still says 0.
 """
 

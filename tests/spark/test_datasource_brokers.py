@@ -187,7 +187,7 @@ def _drain(t: Transport, queue: str, expect: int, within: float = 10.0) -> list[
 
 
 def _assert_projection(broker: str, got: list[Delivery], envs: list[Envelope]) -> None:
-    """Each delivery carries its broker binding's projection of its own body (SPEC section 4)."""
+    """Each delivery carries its broker binding's projection of its own body (docs/standard.md §4)."""
     by_id = {e.meta["id"]: e for e in envs}
     assert len(got) == len(by_id)
     for d in got:
@@ -271,7 +271,7 @@ def test_batch_read_is_a_peek_unless_consume(spark: Any, broker: Broker, unique_
     assert {r["broker_attempts"] for r in rows} == {0}
     assert {r["read_by"].split(" ")[0] for r in rows} == {"driver"}  # a peek is read on the driver
     assert broker.stored(queue) == len(bodies)  # put back: nothing consumed, nothing lost
-    # SQS counts every receive and its binding reads attempts from that count (SPEC 4): the
+    # SQS counts every receive and its binding reads attempts from that count (docs/standard.md §4): the
     # second look at the same messages says 1; the other brokers leave attempts to the body
     again = read().select("broker_attempts").collect()
     assert {r["broker_attempts"] for r in again} == ({1} if broker.name == "sqs" else {0})

@@ -112,7 +112,7 @@ def test_a_message_published_by_a_handler_continues_the_trace(spans: Spans) -> N
     assert inner.parent is not None and inner.parent.span_id == upstream.context.span_id
     assert downstream.parent is not None and downstream.parent.span_id == inner.context.span_id
     assert len({s.context.trace_id for s in spans.finished()}) == 1
-    # and the envelope trace_id was copied unchanged across the hop (SPEC section 2)
+    # and the envelope trace_id was copied unchanged across the hop (docs/standard.md §2)
     assert (upstream.attributes or {})["babelq.trace_id"] == (downstream.attributes or {})["babelq.trace_id"]
 
 

@@ -176,7 +176,7 @@ class TransportContract:
     def test_conformance_fixture_round_trips_byte_for_byte(
         self, transport: Transport, unique_queue: str
     ) -> None:
-        # SPEC section 4 / conformance redis.payload_identity: produce -> reserve gives the same bytes.
+        # docs/standard.md §4 / conformance redis.payload_identity: produce -> reserve gives the same bytes.
         raw = FIXTURE.read_bytes()
         assert b"\n" in raw  # the file is pretty-printed: whitespace must survive too
         transport.publish(unique_queue, raw)

@@ -10,7 +10,7 @@ tier topics included (each side's re-inject step moves the other's parked record
 
 Where the two deliberately differ, a test below pins the difference:
 
-* ``meta.sharding_key`` is babelq's record key (SPEC section 6); the package sends no key on
+* ``meta.sharding_key`` is babelq's record key (docs/standard.md §6); the package sends no key on
   publish (both keep a consumed record's key on retry and dead-letter writes).
 * A record parked on a tier topic: babelq stamps it with the time it was parked, the package
   with ``meta.created_at``. Re-injection measures the delay from the record timestamp, so

@@ -8,7 +8,7 @@ consume what the other published.
 
 Where the two deliberately differ, a test below pins the difference:
 
-* ``meta.sharding_key`` is babelq's message key (SPEC section 6); the package sends no key.
+* ``meta.sharding_key`` is babelq's message key (docs/standard.md §6); the package sends no key.
 * Delays: the package's Pulsar transport has no delayed publish (its runtime re-publishes a
   retry at once); babelq sends ``deliver_after``/``deliver_at`` with the ``bq-delay`` mirror.
 * Subscriptions: the package's consumer subscribes at the latest position and its producer

@@ -18,7 +18,7 @@ CONFORMANCE = Path(__file__).resolve().parent.parent / "conformance"
 
 def test_key_layout_without_prefix() -> None:
     keys = layout.keys_for("orders")
-    assert keys.ready == "orders"  # SPEC: the queue key is the logical queue name
+    assert keys.ready == "orders"  # docs/standard.md §4: the queue key is the logical queue name
     assert keys.processing == "orders:processing"
     assert keys.deadlines == "orders:processing:deadlines"
     assert keys.delayed == "orders:delayed"

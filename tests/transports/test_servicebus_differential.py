@@ -7,10 +7,10 @@ the same AMQP bytes on the wire; the same settle calls for the same outcome; and
 consume what the other published. Where they differ on purpose the test says so explicitly:
 
 * DeliveryCount: azure-servicebus reports the 0-based AMQP header (0 on a first receive).
-  babelq adds one (SPEC: DeliveryCount is 1-based, attempts = max(body, DeliveryCount - 1));
+  babelq adds one (docs/standard.md §4: DeliveryCount is 1-based, attempts = max(body, DeliveryCount - 1));
   babelqueue subtracts one from the SDK's value directly, so it reads one attempt fewer on every
   redelivery.
-* ``meta.sharding_key`` becomes the SessionId in babelq (SPEC section 6); babelqueue sets none.
+* ``meta.sharding_key`` becomes the SessionId in babelq (docs/standard.md §6); babelqueue sets none.
 * Delays: babelqueue's ASB transport has none (its runtime re-publishes at once); babelq schedules.
 """
 
@@ -196,8 +196,8 @@ def test_servicebus_fake_same_settle_calls_for_ack_and_abandon(
         "complete_message",
     ]
     assert _ops(namespace, "s-ours") == _ops(namespace, "s-theirs") == expected
-    # the deliberate difference: the same redelivery, read by each SDK
-    assert (second.delivery_count, second.attempts(0)) == (2, 1)  # SPEC: max(body, DeliveryCount - 1)
+    # the deliberate difference: the same redelivery, read by each SDK (docs/standard.md §4)
+    assert (second.delivery_count, second.attempts(0)) == (2, 1)  # max(body, DeliveryCount - 1)
     assert json.loads(again.body)["attempts"] == 0  # babelqueue: SDK's 0-based count - 1
 
 
