@@ -66,7 +66,7 @@ MAX_ATTEMPTS = "max_attempts"
 #: the cause of a message whose ``data`` breaks its URN's JSON Schema (:mod:`babelq.schema.middleware`):
 #: dead-lettered at once with reason ``failed``, never retried (the same data fails every time). Not a
 #: rule of :data:`ORDER`: like settle's JSON Schema check (whose wider cause ``invalid`` also covers
-#: Service A's validation verdict) it runs in the handler's stage, after the rules.
+#: ingest's validation verdict) it runs in the handler's stage, after the rules.
 SCHEMA = "schema"
 
 #: The longest a message is put back for (SQS's cap on a native delay, 15 minutes); a message
