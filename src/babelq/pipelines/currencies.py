@@ -1,6 +1,6 @@
 """ISO 4217 alphabetic codes accepted in a bulk file (active currencies, funds codes excluded).
 
-A fixed list rather than a lookup: Service A must reject an unknown code before publishing,
+A fixed list rather than a lookup: ingest must reject an unknown code before publishing,
 and a payment in a mistyped currency is a compliance incident, not a formatting nit.
 """
 

@@ -1,6 +1,6 @@
 """Validated bulk rows as ``transfer.requested`` data and envelopes, as Spark SQL expressions (on the JVM).
 
-The data object embeds its ``validation_result`` (Service A's proof, seed 001). The URN's JSON
+The data object embeds its ``validation_result`` (ingest's proof that the row passed). The URN's JSON
 Schema (:data:`~babelq.pipelines.transfer_schema.TRANSFER_SCHEMA`) is compiled into a Spark
 column by :mod:`babelq.spark.schema_check`, so a row that passes the SQL rules but not the
 schema is rejected with the schema's message instead of being published. The envelopes come

@@ -1,4 +1,4 @@
-"""Service A: validate a bulk payments file in Spark and publish one envelope per valid payment.
+"""Ingest (the payments producer): validate a bulk payments file in Spark, publish one envelope per valid row.
 
 Reads CSV (every column as text, so ``12.50`` stays visible as a float and is rejected) or
 Parquet, applies the SQL rules of :mod:`validation` and the URN's JSON Schema (compiled to a

@@ -1,4 +1,4 @@
-"""Service A's record of the bulk batches it published, so running ingest again is safe.
+"""Ingest's record of the bulk batches it published, so running ingest again is safe.
 
 Ingest can die halfway through publishing a file (a killed job, a lost executor). Running it
 again must complete the batch, not double it, and running it on a file that was already

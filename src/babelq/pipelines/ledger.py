@@ -1,6 +1,6 @@
 """The settlement ledger: postings, processed ids and settle's outbox, changed in ONE transaction.
 
-Seed 001's idempotent consumer, made crash-proof for every outcome, not only for postings.
+Settle's idempotent consumer (docs/standard.md §7), made crash-proof for every outcome, not only for postings.
 One micro-batch of settle is one call to :meth:`Ledger.settle`, one database transaction:
 
 * **postings**: each payment's ``meta.id`` is claimed in ``processed_ids`` and its entry

@@ -1,4 +1,4 @@
-"""Service B as a Spark Structured Streaming query: consume, settle exactly once, stop when drained.
+"""Settle (the payments consumer) as a Spark streaming query: consume, settle exactly once, stop when drained.
 
 The query reads the queue through the ``babelq`` source (acks after each micro-batch
 commits) and hands every micro-batch to :func:`process_batch`, one Spark action per

@@ -1,4 +1,4 @@
-"""Service B's work on one partition of a micro-batch: the handler, one ledger transaction, the outbox.
+"""Settle's work on one partition of a micro-batch: the handler, one ledger transaction, the outbox.
 
 Runs in a Spark Python worker, in every partition of the micro-batch at once, over the Arrow
 batches of the rows :func:`babelq.pipelines.settle_classify.classified` made on the JVM: decoded,
@@ -14,7 +14,7 @@ Arrow otherwise. Per row, in order:
 3. a ``copy`` of a message met earlier in the micro-batch -> dropped (its first copy is settled);
 4. rule ``expired`` -> DLQ (``failed``, cause ``expired``); ``deferred`` -> published again,
    unchanged, for the rest of its delay; ``unknown_urn`` -> DLQ (reason and cause ``unknown_urn``);
-5. the handler: data breaking the URN's JSON Schema or not validated by Service A -> DLQ (cause
+5. the handler: data breaking the URN's JSON Schema or not validated by ingest -> DLQ (cause
    ``invalid``); core banking refuses -> published again with attempts+1 after the shared
    policy's jittered backoff (``on_failure`` ``retry``), or DLQ (cause ``max_attempts``) when the
    attempts ran out; otherwise posted. The ledger refuses a second posting of the same payment
