@@ -1,0 +1,24 @@
+"""Prometheus metrics and JSON logs for a worker.
+
+``prometheus_client`` is an optional extra (``pip install babelq[metrics]``) imported only
+when :func:`serve` or :func:`collector` is called. The exporter reads the runtime's own
+lock-free :class:`~babelq.runtime.counters.Counters` on scrape instead of incrementing
+Prometheus counters per message, so the hot path pays nothing beyond what ``App.stats``
+already costs; the latency histogram is counted into the same shards by
+:class:`LatencyMiddleware`. Queue depth is read from the broker on scrape only.
+"""
+
+from __future__ import annotations
+
+from babelq.metrics.jsonlog import JsonFormatter, configure_json_logging
+from babelq.metrics.latency import BUCKETS, LatencyMiddleware
+from babelq.metrics.server import collector, serve
+
+__all__ = [
+    "BUCKETS",
+    "JsonFormatter",
+    "LatencyMiddleware",
+    "collector",
+    "configure_json_logging",
+    "serve",
+]
