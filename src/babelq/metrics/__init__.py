@@ -10,7 +10,7 @@ already costs; the latency histogram is counted into the same shards by
 
 from __future__ import annotations
 
-from babelq.metrics.jsonlog import JsonFormatter, configure_json_logging
+from babelq.metrics.jsonlog import JsonFormatter, configure_json_logging, use_json_format
 from babelq.metrics.latency import BUCKETS, LatencyMiddleware
 from babelq.metrics.server import collector, serve
 
@@ -21,4 +21,5 @@ __all__ = [
     "collector",
     "configure_json_logging",
     "serve",
+    "use_json_format",
 ]

@@ -44,3 +44,11 @@ def configure_json_logging(
     target.addHandler(handler)
     target.setLevel(level)
     return handler
+
+
+def use_json_format(logger: logging.Logger | None = None) -> None:
+    """Switch the handlers already on ``logger`` (the root by default) to JSON lines."""
+    for handler in (logger or logging.getLogger()).handlers:
+        handler.setFormatter(JsonFormatter())
+        if not any(isinstance(f, MessageContextFilter) for f in handler.filters):
+            handler.addFilter(MessageContextFilter())
