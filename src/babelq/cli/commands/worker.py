@@ -62,6 +62,17 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--max-messages", type=int, help="stop after processing this many messages (default: no limit)"
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on this port at /metrics (needs babelq[metrics]; default: off)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log line format; json carries trace_id and meta.id (default: text)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -137,6 +148,13 @@ def run(args: argparse.Namespace) -> int:
     elif url:
         app.bind(url)
     app.tune(concurrency=args.concurrency, prefetch=args.prefetch, grace_period=args.grace_period)
+    if args.log_format == "json" or args.metrics_port is not None:
+        from babelq import metrics
+
+        if args.log_format == "json":
+            metrics.use_json_format()
+        if args.metrics_port is not None:
+            metrics.serve(app, args.metrics_port, queue=args.queue)
     try:
         if one_shot:
             app.drain(args.max_messages, queue=args.queue, handle_signals=True)
