@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import require_service
 
+from babelq.errors import ConfigurationError
 from babelq.metrics import configure_json_logging, serve
 from babelq.runtime import App, Backoff, Message, PermanentError
 
@@ -131,3 +135,43 @@ def test_importing_babelq_metrics_does_not_import_prometheus_client() -> None:
         [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_scrape_while_app_run_in_a_thread(url: str, unique_queue: str) -> None:
+    app = App(url, queue=unique_queue, poll_timeout=0.1)
+    app.register(OK, lambda message: None)
+    port = _port()
+    serve(app, port, addr="127.0.0.1")
+    for i in range(20):
+        app.publish(OK, {"n": i})
+    worker = threading.Thread(target=app.run, kwargs={"handle_signals": False})
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        ql = (("queue", unique_queue),)
+        while _scrape(port)[("babelq_messages_handled_total", ql)] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        m = _scrape(port)
+        assert m[("babelq_messages_handled_total", ql)] == 20
+        assert m[("babelq_handler_seconds_count", ql)] == 20
+        assert m[("babelq_queue_ready", ql)] == 0
+    finally:
+        app.stop()
+        worker.join(30)
+    app.close()
+
+
+def test_bad_port_is_one_line_naming_the_option() -> None:
+    with pytest.raises(ConfigurationError, match="metrics port"):
+        serve(App("memory://"), 70000)
+
+
+def test_docs_example_runs() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == 'babelq_messages_handled_total{queue="orders"} 3.0'
+    assert all(json.loads(line)["meta.id"] != "-" for line in proc.stderr.splitlines())
