@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from babelq.metrics.jsonlog import JsonFormatter, configure_json_logging, use_json_format
 from babelq.metrics.latency import BUCKETS, LatencyMiddleware
-from babelq.metrics.server import collector, serve
+from babelq.metrics.server import MetricsServer, collector, serve
 
 __all__ = [
     "BUCKETS",
     "JsonFormatter",
     "LatencyMiddleware",
+    "MetricsServer",
     "collector",
     "configure_json_logging",
     "serve",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from babelq.errors import ConfigurationError
@@ -95,11 +96,24 @@ def collector(app: App, *, queue: str | None = None) -> Any:
     return _AppCollector(app, queue)
 
 
-def serve(app: App, port: int, *, addr: str = "0.0.0.0", queue: str | None = None) -> Any:
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running exporter: its own registry (two Apps in one process can each serve) and port."""
+
+    registry: Any
+    port: int
+    _server: Any
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def serve(app: App, port: int, *, addr: str = "0.0.0.0", queue: str | None = None) -> MetricsServer:
     """Export ``app``'s metrics on ``http://addr:port/metrics`` from a daemon thread.
 
-    Returns the ``prometheus_client`` registry the collector lives in (its own, so two
-    Apps in one process can each serve). Call before ``app.run()``.
+    ``port=0`` takes a free port (read it from the result). Call before ``app.run()``.
     """
     if type(port) is not int or not 0 <= port <= 65535:
         raise ConfigurationError(f"metrics port: must be an integer 0..65535, got {port!r}")
@@ -107,5 +121,4 @@ def serve(app: App, port: int, *, addr: str = "0.0.0.0", queue: str | None = Non
     registry = client.CollectorRegistry()
     registry.register(collector(app, queue=queue))
     server, _thread = client.start_http_server(port, addr=addr, registry=registry)
-    app.metrics_server = server  # type: ignore[attr-defined]
-    return registry
+    return MetricsServer(registry, int(server.server_port), server)
