@@ -1036,15 +1036,7 @@ class ArtemisTransport(BaseTransport):
             reason = redact_text(str(exc))
             log.warning("artemis: connection to %s lost (%s); reconnecting", self.where, reason)
             self._reset()
-        try:
-            return operation()
-        except (ConfigurationError, ArtemisPublishError, UnavailableError):
-            raise
-        except Exception as exc:
-            if not self._is_connection_error(exc):
-                raise
-            self._reset()
-            raise UnavailableError(f"artemis: {self.where}: {redact_text(str(exc))}") from exc
+        return self._once(operation, why="")
 
     def _wait(self, condition: Callable[[], bool], timeout: float) -> bool:
         """Process events until ``condition()`` or ``timeout`` seconds; False on timeout."""
@@ -1445,9 +1437,13 @@ class ArtemisTransport(BaseTransport):
                 and id(d.receipt.delivery) in self._held
             )
 
-    def _once(self, operation: Callable[[], Any]) -> Any:
-        """Run a step that belongs to a held delivery: no second try on a new connection (the
-        delivery went back with the old one), a dropped connection is an :class:`UnavailableError`."""
+    def _once(
+        self, operation: Callable[[], Any], *, why: str = " (the delivery went back to the broker)"
+    ) -> Any:
+        """Run ``operation`` with no second try on a new connection: a dropped connection is an
+        :class:`UnavailableError` (``why`` is added to it). Steps that belong to a held delivery
+        use it directly (the delivery went back with the old connection); :meth:`_with_reconnect`
+        for its second try."""
         try:
             return operation()
         except (ConfigurationError, ArtemisPublishError, UnavailableError):
@@ -1456,9 +1452,7 @@ class ArtemisTransport(BaseTransport):
             if not self._is_connection_error(exc):
                 raise
             self._reset()
-            raise UnavailableError(
-                f"artemis: {self.where}: {redact_text(str(exc))} (the delivery went back to the broker)"
-            ) from exc
+            raise UnavailableError(f"artemis: {self.where}: {redact_text(str(exc))}{why}") from exc
 
     def _republish(self, delivery: Delivery, queue: str, message: Any) -> None:
         """Publish (confirmed) then accept: a crash in between duplicates, never loses."""
