@@ -53,7 +53,6 @@ import functools
 import logging
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -75,6 +74,7 @@ from babelq.transports.amqp_client import (
 )
 from babelq.transports.amqp_protocol import BasicProperties, ProtocolError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.keepalive import start_keepalive
 from babelq.urls import redact
 
 log = logging.getLogger(__name__)
@@ -298,17 +298,6 @@ def _delivery_count(redelivered: bool, native: object) -> int:
     return 2 if redelivered else 1
 
 
-def _keep_alive(ref: weakref.ref[AMQPTransport], stop: threading.Event) -> None:
-    """A transport's heartbeat thread (see ``AMQPTransport._heartbeat_tick``). It holds the
-    transport only weakly and ends when the transport is closed or garbage-collected."""
-    wait = 0.0
-    while not stop.wait(wait):
-        transport = ref()
-        if transport is None:
-            return
-        wait = transport._heartbeat_tick()
-        del transport
-
 
 class AMQPTransport(BaseTransport):
     """RabbitMQ through one client :class:`~babelq.transports.amqp_client.Connection` (two channels:
@@ -432,13 +421,9 @@ class AMQPTransport(BaseTransport):
         self._channel = channel
         self._generation += 1
         if connection.heartbeat and (self._keepalive is None or not self._keepalive.is_alive()):
-            self._keepalive = threading.Thread(
-                target=_keep_alive,
-                args=(weakref.ref(self), self._keepalive_stop),
-                name=f"babelq-amqp-heartbeat-{self.store_host}",
-                daemon=True,
+            self._keepalive = start_keepalive(
+                self, self._keepalive_stop, name=f"babelq-amqp-heartbeat-{self.store_host}", first_wait=0.0
             )
-            self._keepalive.start()
         return channel
 
     def _heartbeat_tick(self) -> float:

@@ -48,7 +48,6 @@ import struct
 import threading
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -58,6 +57,7 @@ from babelq.bindings import artemis as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.keepalive import start_keepalive
 from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
@@ -781,16 +781,6 @@ class _Options:
         return True
 
 
-def _keep_alive(ref: weakref.ref[ArtemisTransport], stop: threading.Event) -> None:
-    """The heartbeat thread: holds the transport weakly, ends when it is closed or collected."""
-    wait = 1.0
-    while not stop.wait(wait):
-        transport = ref()
-        if transport is None:
-            return
-        wait = transport._heartbeat_tick()
-        del transport
-
 
 class ArtemisTransport(BaseTransport):
     """ActiveMQ Artemis (or RabbitMQ's AMQP 1.0 plugin) over one proton ``BlockingConnection``."""
@@ -950,13 +940,9 @@ class ArtemisTransport(BaseTransport):
             and self._connect_hook is None
             and (self._keepalive is None or not self._keepalive.is_alive())
         ):
-            self._keepalive = threading.Thread(
-                target=_keep_alive,
-                args=(weakref.ref(self), self._keepalive_stop),
-                name=f"babelq-artemis-heartbeat-{self.store_host}",
-                daemon=True,
+            self._keepalive = start_keepalive(
+                self, self._keepalive_stop, name=f"babelq-artemis-heartbeat-{self.store_host}", first_wait=1.0
             )
-            self._keepalive.start()
         return conn
 
     def _connect(self) -> Any:
