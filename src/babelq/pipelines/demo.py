@@ -14,6 +14,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,18 @@ class Heartbeat:
         )
 
 
+def _launch_jvm(master: str | None, conf: Mapping[str, str]) -> Future[None]:
+    """:func:`babelq.spark.session.launch_jvm` in a thread of its own: the launch mostly waits on
+    the child process, so the caller's Python work goes on meanwhile."""
+    from babelq.spark.session import launch_jvm
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="babelq-jvm-launch")
+    try:
+        return pool.submit(launch_jvm, master, **conf)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def _fresh_dir(out: Path) -> None:
     if out.exists():
         if not (out / MARKER).exists() and any(out.iterdir()):
@@ -227,14 +240,23 @@ def run_demo(
     if ledger is not None:  # an unreachable or malformed --ledger fails now, not after ingest
         open_ledger(ledger_target, prefix=ledger_prefix).close()
     clock = StageClock()
-    with clock.stage("generate") as st:
-        generated = generate_bulk_file(out_dir / "payments.csv", rows, seed=seed)
-        st.rows = rows
-    if spark is None:
+    conf = {**DEMO_SPARK_CONF, **(spark_conf or {})}
+    # the JVM starts while the file is written: one core generates, the other launches Spark
+    launching = _launch_jvm(master, conf) if spark is None else None
+    try:
+        with clock.stage("generate") as st:
+            generated = generate_bulk_file(out_dir / "payments.csv", rows, seed=seed)
+            st.rows = rows
+    except BaseException:
+        if launching is not None:
+            launching.exception()  # a JVM half-launched when generating failed: let it finish, then fail
+        raise
+    if launching is not None:
         from babelq.spark.session import get_session
 
-        with clock.stage("spark.start"):
-            spark = get_session("babelq-demo", master=master, **{**DEMO_SPARK_CONF, **(spark_conf or {})})
+        with clock.stage("spark.start"):  # what is left of the start once the file is written
+            launching.result()
+            spark = get_session("babelq-demo", master=master, **conf)
         try:  # the master Spark gave (spark-defaults.conf...) may be a cluster the targets do not suit
             check_cluster_targets(spark.sparkContext.master, broker=url, ledger=ledger_target)
         except Exception:

@@ -198,19 +198,14 @@ def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[st
     return chosen or str(given.get("spark.master", LOCAL_FALLBACK)), given
 
 
-def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
-    """Return the active SparkSession or build one on the master the precedence above picks.
-
-    ``conf`` are Spark settings; they win over babelq's defaults below. Spark's Python workers
-    run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may not have babelq installed),
-    so we point it at this interpreter unless the caller set it or gave ``spark.pyspark.python``.
-    """
+def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+    """The master the caller chose (None: Spark's or the fallback) and the session's settings:
+    babelq's defaults under ``conf``, the JVM helpers' jar added. Points Spark's Python at this
+    interpreter unless the caller chose another."""
     if conf.get(PYTHON_CONF):
         os.environ["PYSPARK_PYTHON"] = conf[PYTHON_CONF]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     chosen = explicit_master(master, conf)
     settings = {
         "spark.sql.shuffle.partitions": "4",
@@ -236,6 +231,29 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
 
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
     settings["spark.jars"] = ",".join([*jars, jar_path()] if jar_path() not in jars else jars)
+    return chosen, settings
+
+
+def launch_jvm(master: str | None = None, **conf: str) -> None:
+    """Start the driver JVM :func:`get_session` would start, with the same settings, and return
+    before any SparkContext exists: a caller overlaps the JVM's start (seconds, mostly spent in the
+    child process) with other work by running this in a thread, then calls :func:`get_session`
+    with the same arguments on its own thread (a SparkContext installs its Ctrl-C handler only on
+    the main thread). Does nothing when this process already has a JVM."""
+    chosen, settings = _settings(master, conf)
+    _resolve_master(chosen, settings)
+
+
+def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
+    """Return the active SparkSession or build one on the master the precedence above picks.
+
+    ``conf`` are Spark settings; they win over babelq's defaults below. Spark's Python workers
+    run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may not have babelq installed),
+    so we point it at this interpreter unless the caller set it or gave ``spark.pyspark.python``.
+    """
+    from pyspark.sql import SparkSession
+
+    chosen, settings = _settings(master, conf)
     resolved, given = _resolve_master(chosen, settings)
     bundle = None
     if not is_local_master(resolved) and _shipping(settings, given):
