@@ -257,6 +257,26 @@ class ConnectionParameters:
         return context
 
 
+def _tls_alert_behind(sock: socket.socket, exc: OSError) -> OSError:
+    """The TLS alert a broker sent before closing, when a send failed on a cut TLS stream.
+
+    Under TLS 1.3 the client finishes its handshake before the broker has checked the client's
+    certificate; a broker that then refuses it sends an alert ("certificate required") and
+    closes. Whether our next send fails first (a bare EOF) or our next read sees the alert is a
+    race; reading what is left on the socket turns the EOF back into the broker's reason."""
+    if not isinstance(sock, ssl.SSLSocket) or not isinstance(exc, (*_TLS_TRANSIENT, ConnectionError)):
+        return exc
+    try:
+        sock.settimeout(0.5)
+        sock.recv(1)
+    except ssl.SSLError as alert:
+        if not isinstance(alert, _TLS_TRANSIENT):
+            return alert
+    except OSError:
+        pass
+    return exc
+
+
 def _reason(exc: BaseException) -> str:
     """The short, human part of an OS or TLS error (no errno tuple, no C source location)."""
     if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
@@ -743,8 +763,9 @@ class Connection:
         try:
             self._sock.sendall(data)
         except OSError as exc:
+            cause = _tls_alert_behind(self._sock, exc)
             self.abort()
-            raise AMQPConnectionError(f"connection lost while sending: {exc}") from exc
+            raise AMQPConnectionError(f"connection lost while sending: {cause}") from cause
         self._last_send = time.monotonic()
 
     def process(self, timeout: float = 0.0) -> bool:
