@@ -381,14 +381,8 @@ class AMQPTransport(BaseTransport):
         """
         link = TransportURL.split(url)
         parsed = AMQPOptions.parse(link, options)
-        return cls(
-            link.forwarded(AMQPConnectionOptions.names(), options),
-            prefetch=parsed.prefetch,
-            reserve_mode=parsed.reserve_mode,
-            max_priority=parsed.max_priority,
-            queue_type=parsed.queue_type,
-            confirm_timeout=parsed.confirm_timeout,
-        )
+        connection = AMQPConnectionOptions.names()
+        return cls(link.forwarded(connection, options), **parsed.values(without=connection))
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:

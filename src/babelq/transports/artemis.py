@@ -927,21 +927,7 @@ class ArtemisTransport(BaseTransport):
         """
         link = TransportURL.split(url)
         parsed = ArtemisOptions.parse(link, options)
-        return cls(
-            link.with_query(()),
-            broker=parsed.broker,
-            address=parsed.address,
-            release=parsed.release,
-            delays=parsed.delays,
-            prefetch=parsed.prefetch,
-            heartbeat=parsed.heartbeat,
-            timeout=parsed.timeout,
-            confirm_timeout=parsed.confirm_timeout,
-            linger=parsed.linger,
-            credit=parsed.credit,
-            admin_port=parsed.admin_port,
-            ca_file=parsed.ca_file,
-        )
+        return cls(link.with_query(()), **parsed.values())
 
     # -- addresses ----------------------------------------------------------------------
     def address(self, queue: str) -> str:

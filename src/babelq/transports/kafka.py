@@ -176,10 +176,11 @@ class KafkaOptions(URLOptions):
     client_module: Any = None
     """A stand-in for the ``confluent_kafka`` module (keyword only; tests)."""
 
-    def client_properties(self) -> dict[str, str]:
-        """The librdkafka options that were set, by option name (:data:`_CLIENT_OPTIONS`)."""
-        chosen = {name: getattr(self, name) for name in _CLIENT_OPTIONS}
-        return {name: value for name, value in chosen.items() if value is not None}
+    def constructor_options(self) -> dict[str, Any]:
+        """Keywords for :class:`KafkaTransport`: the options, the librdkafka ones (its
+        ``**client_options``) only when set."""
+        unset = {name for name in _CLIENT_OPTIONS if getattr(self, name) is None}
+        return self.values(without=unset)
 
 
 def _brokers(netloc: str, where: str) -> tuple[str, str | None, str | None]:
@@ -400,20 +401,7 @@ class KafkaTransport(BaseTransport):
         """
         link = TransportURL.split(url)
         parsed = KafkaOptions.parse(link, options)
-        return cls(
-            f"kafka://{link.parts.netloc}",
-            group=parsed.group,
-            retry_tiers=parsed.retry_tiers,
-            tier_policy=parsed.tier_policy,
-            reinject=parsed.reinject,
-            reinject_group=parsed.reinject_group,
-            delivery_timeout=parsed.delivery_timeout,
-            auto_offset_reset=parsed.auto_offset_reset,
-            assignment_strategy=parsed.assignment_strategy,
-            config=parsed.config,
-            client_module=parsed.client_module,
-            **parsed.client_properties(),
-        )
+        return cls(f"kafka://{link.parts.netloc}", **parsed.constructor_options())
 
     def __repr__(self) -> str:
         return f"KafkaTransport({self._shown!r}, group={self.group!r})"

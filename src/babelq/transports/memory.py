@@ -89,10 +89,10 @@ class MemoryTransport(BaseTransport):
         parsed = MemoryOptions.parse(link, options)
         name = link.parts.netloc + link.parts.path
         if not name:
-            return cls(visibility_timeout=parsed.visibility_timeout)
+            return cls(**parsed.values())
         with cls._named_lock:
             if name not in cls._named:
-                cls._named[name] = cls(visibility_timeout=parsed.visibility_timeout)
+                cls._named[name] = cls(**parsed.values())
             return cls._named[name]
 
     def _q(self, queue: str) -> _Queue:

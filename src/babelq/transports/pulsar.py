@@ -285,27 +285,7 @@ class PulsarTransport(BaseTransport):
         """
         link = TransportURL.split(url)
         parsed = PulsarOptions.parse(link, options)
-        return cls(
-            link.with_query(()),
-            client=parsed.client,
-            tenant=parsed.tenant,
-            namespace=parsed.namespace,
-            subscription=parsed.subscription,
-            prefetch=parsed.prefetch,
-            nack_delay_ms=parsed.nack_delay_ms,
-            ack_timeout=parsed.ack_timeout,
-            ensure_subscription=parsed.ensure_subscription,
-            confirm_empty=parsed.confirm_empty,
-            admin_url=parsed.admin_url,
-            admin_timeout=parsed.admin_timeout,
-            token=parsed.token,
-            tls_trust_certs=parsed.tls_trust_certs,
-            tls_allow_insecure=parsed.tls_allow_insecure,
-            tls_validate_hostname=parsed.tls_validate_hostname,
-            tls_cert=parsed.tls_cert,
-            tls_key=parsed.tls_key,
-            operation_timeout=parsed.operation_timeout,
-        )
+        return cls(link.with_query(()), **parsed.values())
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:

@@ -234,20 +234,7 @@ class ServiceBusTransport(BaseTransport):
         parsed = ServiceBusOptions.parse(link, options, implied=implied)
         if parsed.max_delivery_count < 1:
             raise ConfigurationError(f"max_delivery_count: must be at least 1 in {display_url(url)}")
-        return cls(
-            link.hostname or None,
-            url=url,
-            client=parsed.client,
-            admin_client=parsed.admin_client,
-            connection_string=parsed.connection_string,
-            shared_access_key_name=parsed.shared_access_key_name,
-            shared_access_key=parsed.shared_access_key,
-            sas_token=parsed.sas_token,
-            credential=parsed.credential,
-            visibility_timeout=parsed.visibility_timeout,
-            create_queues=parsed.create_queues,
-            max_delivery_count=parsed.max_delivery_count,
-        )
+        return cls(link.hostname or None, url=url, **parsed.values())
 
     def _build_client(self) -> Any:
         from azure.servicebus import ServiceBusClient  # lazy: only when this transport is used

@@ -330,14 +330,7 @@ class SQLiteTransport(BaseTransport):
         """``sqlite:///abs/path.db`` (three slashes: absolute), ``sqlite://rel/path.db`` (relative)."""
         link = TransportURL.split(url)
         parsed = SQLiteOptions.parse(link, options)
-        return cls(
-            unquote(link.parts.netloc + link.parts.path),
-            visibility_timeout=parsed.visibility_timeout,
-            busy_timeout=parsed.busy_timeout,
-            poll_interval=parsed.poll_interval,
-            synchronous=parsed.synchronous,
-            create=parsed.create,
-        )
+        return cls(unquote(link.parts.netloc + link.parts.path), **parsed.values())
 
     def _options(self) -> dict[str, Any]:
         return {

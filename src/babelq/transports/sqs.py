@@ -251,19 +251,7 @@ class SQSTransport(BaseTransport):
         link = TransportURL.split(url)
         implied = {"region": link.hostname} if link.hostname else {}
         parsed = SQSOptions.parse(link, options, implied=implied)
-        return cls(
-            client=parsed.client,
-            endpoint_url=parsed.endpoint_url,
-            region=parsed.region,
-            visibility_timeout=parsed.visibility_timeout,
-            create_queues=parsed.create_queues,
-            group_id=parsed.group_id,
-            content_based_dedup=parsed.content_based_dedup,
-            aws_access_key_id=parsed.aws_access_key_id,
-            aws_secret_access_key=parsed.aws_secret_access_key,
-            aws_session_token=parsed.aws_session_token,
-            profile=parsed.profile,
-        )
+        return cls(**parsed.values())
 
     # -- queues -----------------------------------------------------------------------
     def queue_url(self, queue: str) -> str:

@@ -376,6 +376,11 @@ class URLOptions:
             f"({guess}known: {', '.join(known)}) in {where}"
         )
 
+    def values(self, *, without: Collection[str] = ()) -> dict[str, Any]:
+        """The options as keywords, for the transport's constructor (whose keywords have the
+        options' names; ``without``: those it takes some other way)."""
+        return {name: getattr(self, name) for name in _table(type(self)).fields if name not in without}
+
     def query(self) -> str:
         """The options that differ from their defaults as a URL query (secrets included: this
         builds URLs; :meth:`describe` is for showing them). ``parse`` reads it back equal."""
