@@ -192,9 +192,18 @@ def test_babelqueue_sdk_and_babelq_recover_each_others_reservations(
         theirs.close()
 
 
-def test_large_batches_are_split_under_the_script_limits(
-    transport: RedisTransport, unique_queue: str
-) -> None:
+def test_large_batches_are_split_under_the_script_limits(url: str, unique_queue: str) -> None:
+    # a long lease: the fixture's one-second one lapsed on a loaded CI machine (load 11) before the
+    # nine reserves were done, and the sweep handed the first claims out again
+    transport = RedisTransport(url, visibility_timeout=120, poll_interval=0.1)
+    try:
+        _take_all_in_batches(transport, unique_queue)
+    finally:
+        transport.purge(unique_queue)
+        transport.close()
+
+
+def _take_all_in_batches(transport: RedisTransport, unique_queue: str) -> None:
     total = 9000
     transport.publish_many(
         unique_queue, [Outgoing(b"%d" % i, delay_ms=1 if i % 2 else 0) for i in range(total)]
