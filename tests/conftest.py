@@ -9,13 +9,15 @@ Spark: the ``spark`` fixture is one local SparkSession for the whole test sessio
 ``spark_cluster`` is one standalone cluster (a master, two workers) for the tests that need
 separate executors (``tests/cluster.py``).
 
-Parallel runs: the suite runs in two pytest-xdist workers (``-n 2`` in pyproject) with the
-scheduler below: every module that touches Spark (the ``spark`` marker, or a function taking
-the ``spark``/``spark_cluster`` fixture) is one unit of work, so one worker holds the one
-SparkSession and runs the Spark work in order, while the other worker runs the broker,
-runtime and codec modules, which mostly wait on sockets and timeouts. Every other module is
-its own unit (its tests and module-scoped fixtures stay in one worker). ``-n 0`` runs
-everything in one process as before.
+Parallel runs: the suite runs in three pytest-xdist workers (``-n 3`` in pyproject) with the
+scheduler below. The modules that take the session's SparkSession (the ``spark`` fixture, or
+``demo_2000`` built on it) are one unit of work, so one worker holds the one SparkSession and
+runs them in order; the other Spark modules (the ``spark`` marker or the ``spark_cluster``
+fixture: CLI runs, kill tests, the standalone cluster) are a second unit, so one worker holds
+the one cluster; every other module is its own unit (its tests and module-scoped fixtures stay
+in one worker). The Spark units are most of the suite's time and mostly wait on processes, so
+the third worker overlaps them with the broker, runtime and codec modules, which mostly wait on
+sockets and timeouts. ``-n 0`` runs everything in one process.
 
 SQS: ``sqs_endpoint`` / ``sqs_url`` are one moto server for the whole test session, on a free
 127.0.0.1 port over real HTTP. The SQS transport is exercised through boto3 exactly as against
@@ -92,30 +94,39 @@ def require_chromium() -> str:
     return found
 
 
-#: a module is a Spark module when it marks tests ``spark`` or a function in it takes a Spark fixture
-_SPARK_SOURCE = re.compile(r"pytest\.mark\.spark\b|def \w+\([^)]*\bspark(_cluster)?\b")
-_spark_modules: dict[str, bool] = {}
+#: a module takes the session's SparkSession when a function in it takes ``spark`` or a fixture built on it
+_SESSION_SOURCE = re.compile(r"def \w+\([^)]*\b(spark|demo_2000)\b")
+#: any other Spark module marks tests ``spark`` or takes the standalone cluster
+_SPARK_SOURCE = re.compile(r"pytest\.mark\.spark\b|def \w+\([^)]*\bspark_cluster\b")
+_spark_units: dict[str, str | None] = {}
 
 
-def _is_spark_module(root: Path, module: str) -> bool:
-    if module not in _spark_modules:
+def spark_unit(root: Path, module: str) -> str | None:
+    """``"spark"`` for a module that uses the session's SparkSession, ``"spark-processes"`` for one
+    that runs Spark only in processes of its own (CLI runs, kills, the cluster), None otherwise."""
+    if module not in _spark_units:
         try:
             source = (root / module).read_text(encoding="utf-8")
         except OSError:
             source = ""
-        _spark_modules[module] = bool(_SPARK_SOURCE.search(source))
-    return _spark_modules[module]
+        unit = "spark" if _SESSION_SOURCE.search(source) else None
+        if unit is None and _SPARK_SOURCE.search(source):
+            unit = "spark-processes"
+        _spark_units[module] = unit
+    return _spark_units[module]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's file scheduling, except that every Spark module is one unit (one worker, one session)."""
+    """xdist's file scheduling, except that the Spark modules form two units: those sharing the
+    session's SparkSession (one worker, one session) and those that start Spark processes of their
+    own (one worker, one standalone cluster)."""
     from xdist.scheduler import LoadFileScheduling
 
     class SparkModulesTogether(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "spark" if _is_spark_module(config.rootpath, module) else module
+            return spark_unit(config.rootpath, module) or module
 
     return SparkModulesTogether(config, log)
 
