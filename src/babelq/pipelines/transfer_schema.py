@@ -8,9 +8,11 @@ because it decoded.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
+
+from babelq.schema.quick import quick_check
 
 TRANSFER_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -54,40 +56,10 @@ def _validator() -> Any:
     return cls(TRANSFER_SCHEMA)
 
 
-_BSB = re.compile(r"[0-9]{3}-[0-9]{3}").fullmatch
-_ACCOUNT = re.compile(r"[0-9]{6,10}").fullmatch
-_CCY = re.compile(r"[A-Z]{3}").fullmatch
-
-
-def obviously_valid(data: Any) -> bool:
-    """A hand-written check that accepts only what the schema accepts (far cheaper than
-    jsonschema); anything it does not accept goes to the full validator for the verdict."""
-    if type(data) is not dict:
-        return False
-    get = data.get
-    ref, amount, currency = get("payment_reference"), get("amount_cents"), get("currency")
-    if type(ref) is not str or not 1 <= len(ref) <= 64 or type(amount) is not int or amount < 1:
-        return False
-    if type(currency) is not str or _CCY(currency) is None:
-        return False
-    for key in ("debtor_bsb", "creditor_bsb"):
-        value = get(key)
-        if type(value) is not str or _BSB(value) is None:
-            return False
-    for key in ("debtor_account", "creditor_account"):
-        value = get(key)
-        if type(value) is not str or _ACCOUNT(value) is None:
-            return False
-    proof = get("validation_result")
-    if type(proof) is not dict or type(proof.get("passed")) is not bool:
-        return False
-    checks = proof.get("checks")
-    if type(checks) is not list:
-        return False
-    for check in checks:  # noqa: SIM110 - a plain loop: this runs once per message on the hot path
-        if type(check) is not str:
-            return False
-    return True
+#: True only for data :data:`TRANSFER_SCHEMA` accepts, compiled from it once (far cheaper than
+#: jsonschema: settle runs it on every message); anything it does not accept goes to the full
+#: validator for the verdict (:func:`schema_errors`).
+obviously_valid: Callable[[Any], bool] = quick_check(TRANSFER_SCHEMA)
 
 
 def schema_errors(data: Any) -> list[str]:
