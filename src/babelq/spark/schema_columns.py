@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Any
 from babelq.errors import EnvelopeError
 from babelq.schema import subset
 from babelq.schema.subset import JsonSchema, count, pointer, types_of
-from babelq.spark.schema_conditions import Cond, Kind, and_, compare, equals, has_type, kind_of, not_, or_
+from babelq.spark.schema_conditions import (
+    Cond,
+    Kind,
+    and_,
+    compare,
+    equals,
+    has_type,
+    kind_of,
+    not_,
+    one_of,
+    or_,
+)
 from babelq.spark.schema_regex import java_regex
 
 if TYPE_CHECKING:
@@ -239,7 +250,7 @@ class _Compiler:
             out.append(_when(not_(ok), v.message(_show(schema["const"]), " was expected")))
         if "enum" in schema:
             values = schema["enum"]
-            ok = or_(*[v.equals(value, "enum", pointer(location, "enum")) for value in values])
+            ok = one_of(v.col, v.kind, v.present, values, location=pointer(location, "enum"))
             out.append(_when(not_(ok), v.message(v.shown, f" is not one of {_show(values)}")))
         return out
 
