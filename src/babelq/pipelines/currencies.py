@@ -1,7 +1,9 @@
-"""ISO 4217 alphabetic codes accepted in a bulk file (active currencies, funds codes excluded).
+"""ISO 4217 alphabetic codes a payment may be in (active currencies, funds codes excluded).
 
-A fixed list rather than a lookup: ingest must reject an unknown code before publishing,
-and a payment in a mistyped currency is a compliance incident, not a formatting nit.
+The ``enum`` of the transfer schema's ``currency`` (:mod:`babelq.pipelines.transfer_schema`), so
+ingest (``currency_unknown``) and settle accept the same codes. A fixed list rather than a lookup:
+ingest must reject an unknown code before publishing, and a payment in a mistyped currency is a
+compliance incident, not a formatting nit.
 """
 
 from __future__ import annotations
