@@ -11,6 +11,7 @@ rounding of 2**53+1, bounds beyond the double range), and equality is jsonschema
 from __future__ import annotations
 
 import math
+import operator
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -62,34 +63,31 @@ def kind_of(data_type: DataType, where: str = "value") -> Kind:
 Cond = bool | Any
 
 
-def or_(*conds: Cond) -> Cond:
-    """Any of ``conds``, folded: ``True`` as soon as one is known true, ``False`` ones left out."""
-    out: Cond = False
+def _fold(conds: tuple[Cond, ...], neutral: bool, combine: Callable[[Any, Any], Any]) -> Cond:
+    """``conds`` combined, bools folded: ``neutral`` ones are left out, and the other bool decides."""
+    out: Cond = neutral
     for c in conds:
-        if c is True:
-            return True
-        if c is False:
+        if c is (not neutral):
+            return c
+        if c is neutral:
             continue
-        out = c if out is False else out | c
+        out = c if out is neutral else combine(out, c)
     return out
+
+
+def or_(*conds: Cond) -> Cond:
+    """Any of ``conds``: ``True`` as soon as one is known true, ``False`` ones left out."""
+    return _fold(conds, False, operator.or_)
 
 
 def and_(*conds: Cond) -> Cond:
-    """All of ``conds``, folded: ``False`` as soon as one is known false, ``True`` ones left out."""
-    out: Cond = True
-    for c in conds:
-        if c is False:
-            return False
-        if c is True:
-            continue
-        out = c if out is True else out & c
-    return out
+    """All of ``conds``: ``False`` as soon as one is known false, ``True`` ones left out."""
+    return _fold(conds, True, operator.and_)
 
 
 def not_(cond: Cond) -> Cond:
     """The negation of ``cond`` (a bool stays a bool)."""
     return (not cond) if isinstance(cond, bool) else ~cond
-
 
 
 # -- exact comparisons ------------------------------------------------------------------------------
