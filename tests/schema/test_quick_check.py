@@ -144,6 +144,14 @@ def test_unsupported_keywords_are_refused_when_compiling(schema: Any, keyword: s
     assert (caught.value.keyword, caught.value.location) == (keyword, location)
 
 
+def test_a_schema_nested_beyond_one_python_function_is_refused_when_compiling() -> None:
+    schema: Any = {"type": "string"}
+    for _ in range(25):  # 25 nested item loops; Python allows 20 nested blocks
+        schema = {"type": "array", "items": schema}
+    with pytest.raises(UnsupportedSchemaError, match="nested too deeply"):
+        quick_check(schema)
+
+
 # -- the transfer schema, as settle runs it ------------------------------------------------------------
 
 _bsb = st.builds(lambda a, b: f"{a}-{b}", st.text("0123456789", min_size=3, max_size=3),

@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from babelq.schema.subset import JsonSchema, check_schema, count, python_regex, types_of
+from babelq.schema.subset import (
+    JsonSchema,
+    UnsupportedSchemaError,
+    check_schema,
+    count,
+    python_regex,
+    types_of,
+)
 
 #: type tests of the scalar JSON types, on the value named ``{v}``
 _SCALAR_TYPES = {
@@ -224,10 +231,15 @@ def quick_check_source(schema: JsonSchema) -> tuple[str, dict[str, object]]:
 def quick_check(schema: JsonSchema) -> Callable[[Any], bool]:
     """A function that returns ``True`` only for values ``schema`` accepts (see the module docstring).
 
-    Compile it once (at import, or cached) and call it per value: compiling costs about a
-    millisecond, a call about as much as the tests a person would write for the schema."""
+    Compile it once (at import, or cached) and call it per value: compiling the transfer schema
+    takes under a millisecond, a call about as long as the tests a person would write for it."""
     source, constants = quick_check_source(schema)
     namespace: dict[str, Any] = {**constants, "_ABSENT": object()}
-    exec(compile(source, "<babelq quick schema check>", "exec"), namespace)  # our own text, values as names
+    try:
+        code = compile(source, "<babelq quick schema check>", "exec")
+    except (SyntaxError, RecursionError) as exc:  # Python allows 20 nested blocks in one function
+        problem = f"nested too deeply for the quick check ({exc})"
+        raise UnsupportedSchemaError("(schema)", "#", problem) from None
+    exec(code, namespace)  # our own text; the schema's values reach it as names, never as source
     check: Callable[[Any], bool] = namespace["quick_check"]
     return check
