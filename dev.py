@@ -41,6 +41,11 @@ def _ensure_env() -> None:
         subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
         subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]"])
         STAMP.write_text(want)
+    # The editable install runs src/ itself. Where PYTHONDONTWRITEBYTECODE is set (this project's
+    # CI machine sets it) Python never caches its bytecode, and each of the dozen Python processes
+    # Spark starts in a demo compiles babelq's modules again (about 3 s of CPU in all): compile
+    # what changed once, as an installed package would have it.
+    subprocess.check_call([str(PY), "-m", "compileall", "-q", str(ROOT / "src" / "babelq")])
 
 
 def _env() -> dict[str, str]:

@@ -1,8 +1,9 @@
 """Shared fixtures.
 
-Live services: a test that needs Redis, RabbitMQ, PostgreSQL... calls :func:`require_service`.
-Locally an unreachable server skips the test with a loud reason; with ``BABELQ_REQUIRE_LIVE=1``
-(set by ``.ci/run``) it fails instead, so CI proves every live test ran.
+Live services: a test that needs Redis, RabbitMQ, PostgreSQL... calls :func:`require_service`
+(headless Chromium: :func:`require_chromium`). Locally an unreachable server skips the test with
+a loud reason; with ``BABELQ_REQUIRE_LIVE=1`` (set by ``.ci/run``) it fails instead, so CI proves
+every live test ran.
 
 Spark: the ``spark`` fixture is one local SparkSession for the whole test session;
 ``spark_cluster`` is one standalone cluster (a master, two workers) for the tests that need
@@ -64,15 +65,31 @@ def reachable(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def missing_live(message: str) -> None:
+    """Skip the test with ``message`` (locally) or fail it (CI, ``BABELQ_REQUIRE_LIVE``)."""
+    if REQUIRE_LIVE:
+        pytest.fail(message + " (BABELQ_REQUIRE_LIVE is set, so this is a failure)")
+    pytest.skip(message)
+
+
 def require_service(name: str) -> tuple[str, int]:
     """Skip (locally) or fail (CI) when the named service is not reachable."""
     host, port = SERVICES[name]
     if not reachable(host, port):
-        message = f"LIVE SERVICE DOWN: {name} at {host}:{port} is not reachable"
-        if REQUIRE_LIVE:
-            pytest.fail(message + " (BABELQ_REQUIRE_LIVE is set, so this is a failure)")
-        pytest.skip(message)
+        missing_live(f"LIVE SERVICE DOWN: {name} at {host}:{port} is not reachable")
     return host, port
+
+
+def require_chromium() -> str:
+    """The headless Chromium the report export uses; skip (locally) or fail (CI) without one
+    (``.ci/run`` installs Debian's ``chromium`` when it is missing)."""
+    from babelq.pipelines.report_export import find_chromium, missing_note
+
+    found = find_chromium()
+    if found is None:
+        missing_live(f"CHROMIUM MISSING: the report's PNG/PDF export cannot be tested; {missing_note()}")
+    assert found is not None
+    return found
 
 
 #: a module is a Spark module when it marks tests ``spark`` or a function in it takes a Spark fixture
@@ -119,6 +136,16 @@ def spark() -> Iterator[Any]:
     session = get_session(app_name="babelq-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_2000(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One 2,000-row ``babelq demo`` on the shared session (its report exported to PNG when
+    Chromium is there), for the tests that read its result and files (``tests/pipelines/test_demo.py``,
+    ``test_report.py``): the demo costs about a minute here, so it runs once."""
+    from babelq.pipelines.demo import run_demo
+
+    return run_demo(rows=2_000, out=tmp_path_factory.mktemp("demo") / "demo", spark=spark, timeout=300)
 
 
 @pytest.fixture(scope="session")

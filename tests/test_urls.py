@@ -26,10 +26,21 @@ SECRET = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E),
         ),
         ("sqlite:///var/lib/q.db", "sqlite:///var/lib/q.db"),
         ("redis://user@host:6379", "redis://user@host:6379"),
+        # the transports' secret options, and a URL with no host that keeps its "//"
+        ("kafka://b1:9092?sasl_password=pw&group=g", "kafka://b1:9092?sasl_password=***&group=g"),
+        ("sb://ns?sas_token=t&connection_string=c", "sb://ns?sas_token=***&connection_string=***"),
+        ("sqs://?aws_session_token=t", "sqs://?aws_session_token=***"),
+        ("sqlite:///q.db?password=pw", "sqlite:///q.db?password=***"),
     ],
 )
 def test_redact_masks_only_the_secret(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+def test_redact_masks_more_parameters_when_asked() -> None:
+    """A caller that knows better (an unknown key may be a mistyped secret) names them."""
+    assert redact("redis://h/0?pasword=pw&db=1", also=("PASWORD",)) == "redis://h/0?pasword=***&db=1"
+    assert redact("redis://h/0?db=1", also=("pasword",)) == "redis://h/0?db=1"
 
 
 @given(

@@ -15,14 +15,18 @@ and replace only the secret with ``***``.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-#: Query parameters that hold secrets (lower-case), redacted by value.
+#: Query parameters that hold secrets (lower-case), redacted by value. The transports' secret
+#: options are here too (Kafka's SASL password, Service Bus keys, AWS session tokens), so one
+#: function shows every transport URL.
 SECRET_PARAMETERS = frozenset(
     {
         "password", "pass", "passwd", "pwd", "secret", "token", "access_token", "sas", "sig",
         "signature", "sharedaccesskey", "aws_secret_access_key", "secret_access_key", "api_key",
-        "apikey", "key", "sslpassword",
+        "apikey", "key", "sslpassword", "sasl_password", "ssl_key_password", "aws_session_token",
+        "connection_string", "shared_access_key", "sas_token",
     }
 )
 MASK = "***"
@@ -35,11 +39,12 @@ _KEYWORD_SECRET = re.compile(
 )
 
 
-def redact(url: str) -> str:
+def redact(url: str, also: Collection[str] = ()) -> str:
     """``url`` with its password and secret query parameters replaced by ``***``.
 
-    Text that does not parse as a URL is returned unchanged; a URL without secrets comes back
-    byte for byte as it was.
+    ``also`` names more query parameters to mask, for a caller that knows something the list
+    cannot (a key nobody recognises may be a mistyped secret). Text that does not parse as a
+    URL is returned unchanged; a URL without secrets comes back byte for byte as it was.
     """
     try:
         parts = urlsplit(url)
@@ -56,15 +61,21 @@ def redact(url: str) -> str:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        if any(k.lower() in SECRET_PARAMETERS and v for k, v in pairs):
+        hidden = SECRET_PARAMETERS.union(name.lower() for name in also) if also else SECRET_PARAMETERS
+        if any(k.lower() in hidden and v for k, v in pairs):
             query = urlencode(
-                [(k, MASK if k.lower() in SECRET_PARAMETERS and v else v) for k, v in pairs],
+                [(k, MASK if k.lower() in hidden and v else v) for k, v in pairs],
                 safe="*:/,", quote_via=quote,
             )
             changed = True
     if not changed:
         return url
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    shown = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    head = len(parts.scheme)
+    if url[head : head + 3] == "://" and shown[head : head + 3] != "://":
+        # urlunsplit writes "sqlite:/path" for an empty host: keep the "//" the URL was written with
+        shown = f"{shown[:head]}://{shown[head + 1 :]}"
+    return shown
 
 
 def _redact_userinfo_loosely(text: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,10 +9,10 @@ import pytest
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_demo_balances_at_2000_rows(spark: Any, tmp_path: Path) -> None:
-    from babelq.pipelines.demo import render_text, run_demo
+def test_demo_balances_at_2000_rows(demo_2000: Any) -> None:
+    from babelq.pipelines.demo import render_text
 
-    result = run_demo(rows=2_000, out=tmp_path / "demo", spark=spark, timeout=300)
+    result = demo_2000
 
     failed = [c for c in result.checks if not c.ok]
     assert not failed, render_text(result)
@@ -23,7 +22,7 @@ def test_demo_balances_at_2000_rows(spark: Any, tmp_path: Path) -> None:
     assert result.ingest.rejected == g.expected_rejected > 0
     lines = dict(result.reconciliation_lines())
     assert lines["rows in (bulk file)"] == g.rows and lines["poison bodies injected"] == 2
-    html = (tmp_path / "demo" / "report.html").read_text()
+    html = (result.out / "report.html").read_text()
     assert "<svg" in html and "BALANCED" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
     assert "BALANCED" in render_text(result)

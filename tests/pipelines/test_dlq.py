@@ -52,3 +52,30 @@ def test_triage_and_redrive(tmp_path: Path, unique_queue: str) -> None:
     assert (refused.redriven, refused.poison_kept) == (0, 1)
     assert transport.size(dlq) == 5  # the poison record is still there, byte for byte
     assert poison in [d.body for d in transport.reserve(dlq, max_messages=10)]
+
+
+def test_triage_sums_the_value_on_the_dlq_once_per_payment(tmp_path: Path, unique_queue: str) -> None:
+    from babelq.pipelines.money import Tally
+
+    transport = open_transport(f"sqlite://{tmp_path}/q.db")
+    dlq = unique_queue + ".dlq"
+    expired = [annotate(transfer(f"E{i}", unique_queue, amount_cents=1000 + i), "failed", cause="expired",
+                        error="expired", failed_at=1_795_000_000_000 + i) for i in range(3)]
+    closed = transfer("F", unique_queue, amount_cents=2500, currency="USD")
+    twice = [annotate(closed.with_attempts(n), "failed", cause="max_attempts", attempts=3, error="closed")
+             for n in (2, 1)]  # one payment dead-lettered at two attempts: two failures, one value
+    unknown = annotate(make("urn:babel:payments:refund.requested", {}, queue=unique_queue), "unknown_urn")
+    poison = poison_record(b"{not json", original_queue=unique_queue, error="not JSON")
+    bodies = [e.encode() for e in [*expired, *twice, unknown]] + [poison, expired[0].encode()]  # + a copy
+    transport.publish_many(dlq, [Outgoing(b) for b in bodies])
+
+    report = triage(transport, dlq)
+
+    assert (report.total, report.distinct_messages, report.without_id) == (8, 7, 1)
+    assert report.value_by_currency() == {"AUD": Tally(3, 3003), "USD": Tally(1, 2500)}
+    (expired_key,) = [k for k in report.rows if k[1] == "expired"]
+    assert report.rows[expired_key] == 4 and report.messages[expired_key] == 3
+    assert report.value_by_currency([expired_key]) == {"AUD": Tally(3, 3003)}
+    assert report.failed_at[expired_key] == (1_795_000_000_000, 1_795_000_000_002)
+    assert sum(report.unvalued.values()) == 2  # the unknown URN's empty data and the poison record
+    assert transport.size(dlq) == 8

@@ -92,6 +92,14 @@ def test_each_rule_rejects_with_its_reason_and_valid_rows_are_published(
     expected["amount_not_integer"] += 1  # "1500.0"
     expected["duplicate_reference"] = 1
     assert result.rejected_by_reason == expected
+    # rows and value per (first reason, currency as written): integer amounts only, "0" included
+    values = {(g.reason, g.currency): (g.rows, g.valued, g.minor) for g in result.values}
+    assert values.pop((None, "AUD")) == (2, 2, 150_099)
+    assert values.pop(("amount_not_integer", "AUD")) == (2, 0, 0)  # "12.50", "1500.0": no value
+    assert values.pop(("amount_out_of_range", "AUD")) == (1, 1, 0)
+    assert values.pop(("currency_unknown", "AUX")) == (1, 1, 150_000)
+    assert values == {(reason, "AUD"): (1, 1, 150_000) for reason in expected if reason not in (
+        "amount_not_integer", "amount_out_of_range", "currency_unknown")}
 
     aside = spark.read.parquet(str(tmp_path / "rejects")).collect()
     by_narrative = {r["narrative"]: r for r in aside}
@@ -139,4 +147,5 @@ def test_parquet_float_amounts_are_rejected(spark: Any, tmp_path: Path, unique_q
     )
     assert result.published == 0
     assert result.rejected_by_reason == {"amount_not_integer": 2}
+    assert [tuple(g) for g in result.values] == [("amount_not_integer", "AUD", 2, 0, 0)]
     assert list((tmp_path / "rejects").glob("*.csv"))

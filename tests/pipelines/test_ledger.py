@@ -11,8 +11,9 @@ from babelq.pipelines.ledger import Posting, open_ledger
 from conftest import require_service
 
 
-def _posting(message_id: str, ref: str) -> Posting:
-    return Posting(message_id, ref, 100, "AUD", "012-345", "123456", "033-001", "654321", "b1", "t", 0, 1)
+def _posting(message_id: str, ref: str, amount: int = 100, currency: str = "AUD") -> Posting:
+    return Posting(message_id, ref, amount, currency, "012-345", "123456", "033-001", "654321", "b1", "t", 0,
+                   1)
 
 
 def _exercise(target: str, prefix: str = "") -> None:
@@ -23,6 +24,12 @@ def _exercise(target: str, prefix: str = "") -> None:
         assert ledger.already_processed(["m1", "m3", "zz"]) == {"m1", "m3"}
         assert ledger.totals() == (3, 3, 3)
         assert ledger.references_posted_more_than_once() == []
+        assert ledger.totals_by_currency() == {"AUD": (3, 300)}
+        # two amounts whose sum is beyond 64 bits (SQLite's SUM would fail), a duplicate not counted
+        big = 2**63 - 1
+        ledger.post([_posting("m4", "R4", big, "USD"), _posting("m5", "R5", big, "USD"),
+                     _posting("m6", "R6", 7, "JPY"), _posting("m4", "R4", big, "USD")])
+        assert ledger.totals_by_currency() == {"AUD": (3, 300), "JPY": (1, 7), "USD": (2, 2 * big)}
     finally:
         ledger.close()
 

@@ -111,6 +111,21 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
+def _close_gracefully(raw: socket.socket) -> None:
+    """Close after a refused handshake the way a TLS server does: half-close, then read what the
+    client already sent. Closing with unread bytes makes the kernel send a reset, which can
+    discard the alert ("certificate required") before the client has read it."""
+    try:
+        raw.shutdown(socket.SHUT_WR)
+        raw.settimeout(1.0)
+        while raw.recv(1 << 16):
+            pass
+    except OSError:
+        pass
+    finally:
+        raw.close()
+
+
 class TLSProxy:
     """Terminates TLS (client certificate required, signed by the test CA) and forwards to RabbitMQ."""
 
@@ -140,7 +155,7 @@ class TLSProxy:
             tls = self.context.wrap_socket(raw, server_side=True)
         except (ssl.SSLError, OSError) as exc:
             self.refused.append(str(exc))
-            raw.close()
+            _close_gracefully(raw)
             return
         subject: Any = (tls.getpeercert() or {}).get("subject", ())
         self.clients += [value for rdn in subject for key, value in rdn if key == "commonName"]

@@ -74,8 +74,11 @@ def test_live_stream_comes_in_large_batches_exactly_once(live: tuple[ArtemisTran
 def test_credit_option_parses_and_is_checked() -> None:
     assert ArtemisTransport.from_url(URL).credit == "batch"
     assert ArtemisTransport.from_url(URL + "&credit=prefetch").credit == "prefetch"
-    with pytest.raises(ConfigurationError, match=r"^credit: must be one of \('batch', 'prefetch'\)"):
+    # the shared URL parser's wording: the choices, the value given and the (redacted) URL
+    with pytest.raises(ConfigurationError, match=r"^credit: not one of 'batch', 'prefetch': 'all' in artemis://"):
         ArtemisTransport.from_url(URL + "&credit=all")
+    with pytest.raises(ConfigurationError, match=r"^credit: must be one of \('batch', 'prefetch'\)"):
+        ArtemisTransport(URL.split("?")[0], credit="all")  # the constructor still checks its own keyword
 
 
 def test_live_credit_prefetch_streams_ahead_and_loses_nothing() -> None:

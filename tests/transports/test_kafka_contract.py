@@ -26,12 +26,8 @@ from babelq.envelope import make
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports import open_transport
 from babelq.transports.base import Outgoing, Transport
-from babelq.transports.kafka import (
-    DEFAULT_RETRY_TIERS_MS,
-    KafkaDeliveryError,
-    KafkaTransport,
-    redact_kafka_url,
-)
+from babelq.transports.kafka import DEFAULT_RETRY_TIERS_MS, KafkaDeliveryError, KafkaTransport
+from babelq.urls import redact
 from transports.contract import MakeTransport, TransportContract, _body
 from transports.fake_kafka import FakeKafkaCluster
 
@@ -482,7 +478,7 @@ def test_kafka_fake_credentials_never_show(cluster: FakeKafkaCluster) -> None:
     assert t._client_config["sasl.password"] == "t0psecret"  # the query option wins over the user info
     assert t._client_config["sasl.mechanism"] == "SCRAM-SHA-512"
     assert t._client_config["security.protocol"] == "SASL_SSL"  # credentials never go out in the clear
-    for shown in (repr(t), redact_kafka_url(url)):
+    for shown in (repr(t), redact(url)):  # sasl_password is one of babelq.urls' secret parameters
         assert "s3cret" not in shown and "t0psecret" not in shown
         assert "alice" in shown
     with pytest.raises(ConfigurationError) as caught:

@@ -4,7 +4,8 @@ Generate a bulk file with known defects -> ingest (validate, reject aside, publi
 poison bodies as a misbehaving producer would -> settle (stream, dedupe, DLQ, retry, post)
 -> triage the DLQ -> reconcile: every file row is posted, rejected or dead-lettered, every
 injected poison body is dead-lettered, and the ledger holds each valid payment exactly once.
-The verdict is the exit code; an HTML report with inline SVG charts is written beside the data.
+The verdict is the exit code; an HTML report with inline SVG charts is written beside the data
+(:mod:`report`), and a PNG or PDF of it when Chromium is there (:mod:`report_export`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,12 @@ from babelq.pipelines.dlq import Triage, triage
 from babelq.pipelines.generator import GeneratedFile, generate_bulk_file, poison_bodies
 from babelq.pipelines.ingest import IngestResult, ingest
 from babelq.pipelines.ledger import open_ledger
+from babelq.pipelines.money import Tally, format_minor
 from babelq.pipelines.report import write_report
+from babelq.pipelines.report_export import ExportError, export_report, missing_note, resolve_export
 from babelq.pipelines.settle import SettleRun, SettleStats, settle
 from babelq.pipelines.stages import StageClock
+from babelq.pipelines.value_reconciliation import ValueLine, value_lines
 from babelq.transports import Outgoing, open_transport
 from babelq.urls import redact
 
@@ -41,6 +46,9 @@ MARKER = ".babelq-demo"
 #: message, and those methods stay interpreted.
 DEMO_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"}
 
+#: dead-letter causes of the bodies the demo injects: not rows of the file, no value
+POISON_CAUSES = ("poison", "unsupported")
+
 
 @dataclass(slots=True)
 class Check:
@@ -51,6 +59,17 @@ class Check:
     @property
     def ok(self) -> bool:
         return self.expected == self.actual
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A line of the row reconciliation: ``level`` 0 is a total, 1 a part of it, 2 a part of a part;
+    ``subtotal`` lines sum the level below them."""
+
+    label: str
+    count: int
+    level: int = 0
+    subtotal: bool = False
 
 
 @dataclass(slots=True)
@@ -70,30 +89,53 @@ class DemoResult:
     report: Path | None = None
     seconds: float = 0.0
     ledger: str = ""  #: the ledger (redacted) and, for one the demo did not create, its tables' prefix
+    started_at: float = 0.0  #: epoch seconds
+    finished_at: float = 0.0  #: epoch seconds, when the reconciliation was done (before the report)
+    master: str = ""  #: the Spark master the run used
+    #: the ledger's own totals: currency -> (entries, sum of amount_cents)
+    posted_by_currency: dict[str, tuple[int, int]] = field(default_factory=dict)
+    exported: Path | None = None  #: the PNG or PDF of the report
+    export_note: str = ""  #: why there is none (no Chromium, or what Chromium said)
 
     @property
     def balanced(self) -> bool:
         return all(c.ok for c in self.checks) and not self.doubles
 
-    def reconciliation_lines(self) -> list[tuple[str, int]]:
+    def breakdown(self) -> list[Line]:
+        """Where every file row went, then where every injected poison body went."""
         by_cause = self.dlq_by_cause()
-        lines = [("rows in (bulk file)", self.generated.rows)]
-        lines += [
-            (f"  rejected at ingest: {r}", n) for r, n in sorted(self.ingest.rejected_by_reason.items())
-        ]
-        lines.append(("  posted to the ledger", self.ledger_entries))
-        lines += [
-            (f"  dead-lettered: {c}", n)
-            for c, n in sorted(by_cause.items())
-            if c not in ("poison", "unsupported")
-        ]
-        lines.append(("poison bodies injected", self.injected_poison))
-        lines += [
-            (f"  dead-lettered: {c}", n)
-            for c, n in sorted(by_cause.items())
-            if c in ("poison", "unsupported")
-        ]
+        rejected = sorted(self.ingest.rejected_by_reason.items())
+        dead = sorted((c, n) for c, n in by_cause.items() if c not in POISON_CAUSES)
+        lines = [Line("rows in (bulk file)", self.generated.rows)]
+        lines.append(Line("rejected at ingest", sum(n for _, n in rejected), 1, True))
+        lines += [Line(r, n, 2) for r, n in rejected]
+        lines.append(Line("posted to the ledger", self.ledger_entries, 1))
+        lines.append(Line("dead-lettered", sum(n for _, n in dead), 1, True))
+        lines += [Line(c, n, 2) for c, n in dead]
+        lines.append(Line("poison bodies injected", self.injected_poison))
+        poison = sorted((c, n) for c, n in by_cause.items() if c in POISON_CAUSES)
+        lines += [Line(f"dead-lettered: {c}", n, 1) for c, n in poison]
         return lines
+
+    def reconciliation_lines(self) -> list[tuple[str, int]]:
+        """:meth:`breakdown` as indented text labels, without its subtotals (the terminal's table)."""
+        out: list[tuple[str, int]] = []
+        parent = ""
+        for line in self.breakdown():
+            if line.subtotal:
+                parent = line.label
+            elif line.level == 2:
+                out.append((f"  {parent}: {line.label}", line.count))
+            else:
+                out.append(("  " * line.level + line.label, line.count))
+        return out
+
+    def value_lines(self) -> list[ValueLine]:
+        """Value per currency: file = posted + rejected + dead-lettered (poison has no value)."""
+        payments = [k for k in self.triage.messages if (k[1] or k[0]) not in POISON_CAUSES]
+        unvalued = sum(self.triage.unvalued[k] for k in payments)
+        return value_lines(self.ingest.values, self.posted_by_currency,
+                           self.triage.value_by_currency(payments), unvalued)
 
     @property
     def injected_poison(self) -> int:
@@ -139,6 +181,18 @@ class Heartbeat:
         )
 
 
+def _launch_jvm(master: str | None, conf: Mapping[str, str]) -> Future[None]:
+    """:func:`babelq.spark.session.launch_jvm` in a thread of its own: the launch mostly waits on
+    the child process, so the caller's Python work goes on meanwhile."""
+    from babelq.spark.session import launch_jvm
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="babelq-jvm-launch")
+    try:
+        return pool.submit(launch_jvm, master, **conf)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def _fresh_dir(out: Path) -> None:
     if out.exists():
         if not (out / MARKER).exists() and any(out.iterdir()):
@@ -161,6 +215,7 @@ def run_demo(
     ledger: str | None = None,
     master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
+    export: str = "auto",
 ) -> DemoResult:
     """Run the demo end to end; returns the result (``.balanced`` decides the exit code).
 
@@ -168,10 +223,14 @@ def run_demo(
     (PostgreSQL on a cluster) gets tables of this run's own (prefix ``demo_<run>_``), so the
     reconciliation counts this run's postings and nothing a previous run left there. ``master``
     and ``spark_conf`` go to :func:`babelq.spark.session.get_session` when no ``spark`` is given.
+    ``export``: ``auto`` (a PNG of the report when Chromium is found, else a log line), ``png``,
+    ``pdf`` (a one-line ConfigurationError at once when there is no Chromium) or ``none``.
     """
     from babelq.pipelines.cluster_checks import check_cluster_targets
 
     started = time.perf_counter()
+    started_at = time.time()
+    export_format = resolve_export(export)
     out_dir = Path(out).resolve()
     _fresh_dir(out_dir)
     url = broker or f"sqlite://{out_dir}/queue.db"
@@ -181,14 +240,23 @@ def run_demo(
     if ledger is not None:  # an unreachable or malformed --ledger fails now, not after ingest
         open_ledger(ledger_target, prefix=ledger_prefix).close()
     clock = StageClock()
-    with clock.stage("generate") as st:
-        generated = generate_bulk_file(out_dir / "payments.csv", rows, seed=seed)
-        st.rows = rows
-    if spark is None:
+    conf = {**DEMO_SPARK_CONF, **(spark_conf or {})}
+    # the JVM starts while the file is written: one core generates, the other launches Spark
+    launching = _launch_jvm(master, conf) if spark is None else None
+    try:
+        with clock.stage("generate") as st:
+            generated = generate_bulk_file(out_dir / "payments.csv", rows, seed=seed)
+            st.rows = rows
+    except BaseException:
+        if launching is not None:
+            launching.exception()  # a JVM half-launched when generating failed: let it finish, then fail
+        raise
+    if launching is not None:
         from babelq.spark.session import get_session
 
-        with clock.stage("spark.start"):
-            spark = get_session("babelq-demo", master=master, **{**DEMO_SPARK_CONF, **(spark_conf or {})})
+        with clock.stage("spark.start"):  # what is left of the start once the file is written
+            launching.result()
+            spark = get_session("babelq-demo", master=master, **conf)
         try:  # the master Spark gave (spark-defaults.conf...) may be a cluster the targets do not suit
             check_cluster_targets(spark.sparkContext.master, broker=url, ledger=ledger_target)
         except Exception:
@@ -234,22 +302,45 @@ def run_demo(
     try:
         entries, refs, _ids = book.totals()
         doubles = book.references_posted_more_than_once()
+        posted = book.totals_by_currency()
     finally:
         book.close()
     result = DemoResult(
         out_dir, url, queue, generated, result_ingest, run, dlq, entries, refs, doubles, clock
     )
     result.ledger = redact(str(ledger_target)) + (f" (tables {ledger_prefix}*)" if ledger_prefix else "")
+    result.master = str(spark.sparkContext.master)
+    result.posted_by_currency = posted
+    result.started_at = started_at
     result.checks = _checks(result)
     result.seconds = time.perf_counter() - started
-    result.report = _report(result)
+    result.finished_at = started_at + result.seconds
+    result.report = write_report(result, out_dir / "report.html")
+    _export(result, export, export_format)
     return result
+
+
+def _export(result: DemoResult, choice: str, fmt: str | None) -> None:
+    """The report's PNG/PDF; a failure is noted (and logged), never the demo's failure (the CLI
+    exits 2 when the format was asked for by name)."""
+    assert result.report is not None
+    if fmt is None:
+        result.export_note = "not exported (export: none)" if choice == "none" else missing_note()
+        log.info("report %s: %s", result.report.name, result.export_note)
+        return
+    try:
+        result.exported = export_report(result.report, fmt)
+    except ExportError as exc:
+        result.export_note = str(exc)
+        log.warning("report %s: %s", result.report.name, exc)
+        return
+    log.info("report %s: exported %s", result.report.name, result.exported)
 
 
 def _checks(r: DemoResult) -> list[Check]:
     g = r.generated
     by_cause = r.dlq_by_cause()
-    dead_payments = sum(n for c, n in by_cause.items() if c not in ("poison", "unsupported"))
+    dead_payments = sum(n for c, n in by_cause.items() if c not in POISON_CAUSES)
     return [
         Check(
             "rows in = rejected + posted + dead-lettered",
@@ -269,34 +360,12 @@ def _checks(r: DemoResult) -> list[Check]:
             "dead-lettered after max attempts", g.defects["closed_account"], by_cause.get("max_attempts", 0)
         ),
         Check("queue drained (settle stopped on an empty queue)", 1, int(r.settle.drained)),
+        Check(
+            "currencies whose value reconciles (file = posted + rejected + dead-lettered)",
+            len(r.value_lines()),
+            sum(1 for line in r.value_lines() if line.ok),
+        ),
     ]
-
-
-def _report(r: DemoResult) -> Path:
-    stages = [(s.name, s.seconds, s.rows) for s in r.clock.stages if s.rows]
-    summary: list[tuple[str, object]] = [
-        ("broker", redact(r.broker)),
-        ("ledger", r.ledger),
-        ("queue", r.queue),
-        ("rows", r.generated.rows),
-        ("total seconds", f"{r.seconds:.1f}"),
-        ("settle micro-batches", r.settle.stats.batches),
-        ("retries", r.settle.stats.count("retried")),
-        ("duplicates dropped", r.settle.stats.count("duplicate")),
-    ]
-    checks = [
-        (f"{'ok ' if c.ok else 'FAIL'} {c.name}", f"{c.actual} (expected {c.expected})") for c in r.checks
-    ]
-    return write_report(
-        r.out / "report.html",
-        title=f"babelq demo: {r.generated.rows:,} payments",
-        balanced=r.balanced,
-        summary=summary,
-        stages=stages,
-        dlq_reasons=sorted(r.dlq_by_cause().items()),
-        reconciliation=[*r.reconciliation_lines(), *checks],
-        triage_text=r.triage.table(),
-    )
 
 
 def render_text(r: DemoResult) -> str:
@@ -304,6 +373,8 @@ def render_text(r: DemoResult) -> str:
     width = max(len(label) for label, _ in r.reconciliation_lines()) + 2
     lines = ["", "RECONCILIATION"]
     lines += [f"  {label:<{width}}{n:>10,}" for label, n in r.reconciliation_lines()]
+    lines += ["", "VALUE BY CURRENCY: file = posted + rejected + dead-lettered, amount (rows)"]
+    lines += [_value_text(v) for v in r.value_lines()]
     lines += ["", "CHECKS"]
     lines += [
         f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.actual:,} (expected {c.expected:,})" for c in r.checks
@@ -318,8 +389,26 @@ def render_text(r: DemoResult) -> str:
     lines += [
         "",
         f"total {r.seconds:.1f} s; report: {r.report}",
+        f"report export: {r.exported or r.export_note}",
         *([f"ledger: {r.ledger}"] if r.ledger else []),
         "BALANCED" if r.balanced else "NOT BALANCED",
         "",
     ]
     return "\n".join(lines)
+
+
+def _value_text(v: ValueLine) -> str:
+    """``AUD  1,234.56 (10) = 1,000.00 (8) + 200.00 (1) + 34.56 (1)  [ok]``: file = posted + rejected +
+    dead-lettered, amount (payments)."""
+    status = "ok" if v.ok else "FAIL"
+    if v.currency is None:
+        return (f"  {'no amount':<10}{v.file.count:,} rows = {v.posted.count:,} + {v.rejected.count:,} + "
+                f"{v.dead.count:,}  [{status}]")
+    code = v.currency
+
+    def part(t: Tally) -> str:
+        return f"{format_minor(t.minor, code)} ({t.count:,})"
+
+    note = "" if v.iso else "  (not ISO 4217: minor units)"
+    return (f"  {code or '(blank)':<10}{part(v.file)} = {part(v.posted)} + {part(v.rejected)} + "
+            f"{part(v.dead)}  [{status}]{note}")

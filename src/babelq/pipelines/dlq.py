@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -29,6 +29,7 @@ import orjson
 from babelq.envelope import decode, redrive, urn_of
 from babelq.errors import ConfigurationError, DecodeError
 from babelq.gdpr.middleware import UNDECRYPTABLE
+from babelq.pipelines.money import Tally
 from babelq.runtime import rules
 from babelq.runtime.replay import with_mark
 from babelq.transports import Delivery, Outgoing, Transport
@@ -55,6 +56,11 @@ class DeadLetter:
     message_id: str
     poison: bool
     identity: str = ""  #: the message it is a dead letter of (meta.id and attempts, else its content)
+    #: the payment's value, when ``data`` has an integer ``amount_cents`` and a string ``currency``
+    #: (as ``transfer.requested`` does): money an operator has to act on
+    amount_cents: int | None = None
+    currency: str = ""
+    failed_at: int | None = None  #: ``dead_letter.failed_at`` (epoch ms), when the block has one
 
     @property
     def key(self) -> TriageKey:
@@ -91,11 +97,24 @@ def describe(body: bytes) -> DeadLetter:
     reason = str(block.get("reason") or "")
     poison = reason == "poison" or "original" in block
     error = str(block.get("error") or "")
+    failed_at = block.get("failed_at")
+    amount, currency = _value(doc.get("data"))
     return DeadLetter(
         reason=reason, cause=str(block.get("cause") or ""), urn=urn_of(doc), error=_short(error),
         original_queue=str(block.get("original_queue") or ""), message_id=message_id, poison=poison,
-        identity=_identity(doc, message_id, body),
+        identity=_identity(doc, message_id, body), amount_cents=amount, currency=currency,
+        failed_at=failed_at if type(failed_at) is int else None,
     )
+
+
+def _value(data: object) -> tuple[int | None, str]:
+    """(amount_cents, currency) of a payment's data, (None, "") when it carries no readable amount."""
+    if type(data) is not dict:
+        return None, ""
+    amount, currency = data.get("amount_cents"), data.get("currency")
+    if type(amount) is int and type(currency) is str:
+        return amount, currency
+    return None, ""
 
 
 def _short(error: str, limit: int = 80) -> str:
@@ -116,17 +135,53 @@ def _reserve_all(transport: Transport, dlq: str, chunk: int = 1_000) -> list[Del
 class Triage:
     """A DLQ's dead letters counted by key. ``rows`` counts every dead letter; ``messages`` counts
     each failed message once (copies of one message and attempt, dead-lettered again after a
-    crash, are one failure)."""
+    crash, are one failure).
+
+    ``value`` is the money on the DLQ: per key, per currency, the payments (each ``meta.id``
+    once, however many dead letters it has) and the sum of their ``amount_cents``; ``unvalued``
+    counts the failed messages that carry no readable amount (poison records, other data)."""
 
     dlq: str
     total: int = 0
     rows: Counter[TriageKey] = field(default_factory=Counter)
     distinct_ids: int = 0
     messages: Counter[TriageKey] = field(default_factory=Counter)
+    value: dict[TriageKey, dict[str, Tally]] = field(default_factory=dict)
+    unvalued: Counter[TriageKey] = field(default_factory=Counter)
+    without_id: int = 0  #: dead letters without a meta.id (poison records hold bytes, not an envelope)
+    #: per key, the earliest and latest ``dead_letter.failed_at`` (epoch ms)
+    failed_at: dict[TriageKey, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def distinct_messages(self) -> int:
         return sum(self.messages.values())
+
+    def value_by_currency(self, keys: Iterable[TriageKey] | None = None) -> dict[str, Tally]:
+        """Payments and their value per currency, over ``keys`` (default: every key)."""
+        out: dict[str, Tally] = {}
+        for key in self.value if keys is None else keys:
+            for currency, tally in self.value.get(key, {}).items():
+                out.setdefault(currency, Tally()).add(tally.count, tally.minor)
+        return out
+
+    def _count(self, info: DeadLetter, *, first: bool, paid: set[str]) -> None:
+        key = info.key
+        self.rows[key] += 1
+        if not info.message_id:
+            self.without_id += 1
+        if info.failed_at is not None:
+            low, high = self.failed_at.get(key, (info.failed_at, info.failed_at))
+            self.failed_at[key] = (min(low, info.failed_at), max(high, info.failed_at))
+        if not first:
+            return
+        self.messages[key] += 1
+        if info.amount_cents is None:
+            self.unvalued[key] += 1
+            return
+        payment = info.message_id or info.identity
+        if payment not in paid:
+            paid.add(payment)
+            self.value.setdefault(key, {}).setdefault(info.currency, Tally()).add(1, info.amount_cents)
 
     def by(self, index: int) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -162,13 +217,13 @@ def triage(transport: Transport, dlq: str) -> Triage:
     result = Triage(dlq)
     ids: set[str] = set()
     seen: set[str] = set()
+    paid: set[str] = set()
     try:
         for delivery in held:
             info = describe(delivery.body)
-            result.rows[info.key] += 1
-            if info.identity not in seen:
-                seen.add(info.identity)
-                result.messages[info.key] += 1
+            first = info.identity not in seen
+            seen.add(info.identity)
+            result._count(info, first=first, paid=paid)
             if info.message_id:
                 ids.add(info.message_id)
         result.total = len(held)

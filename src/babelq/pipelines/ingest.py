@@ -32,8 +32,9 @@ from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
 from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
+from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.stages import StageClock
-from babelq.pipelines.validation import FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
+from babelq.pipelines.validation import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class IngestResult:
     status: str = PUBLISHED_NOW
     digest: str = ""
     previous: BatchRecord | None = None  #: the journal's record of an earlier run of this batch
+    #: rows and value per (first reject reason or None, currency): what the report reconciles money with
+    values: list[ValueGroup] = field(default_factory=list)
 
 
 _PLAIN_HEADER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -256,9 +259,12 @@ def _ingest(
         check_columns(bulk, plan.source)
         rows = validate(normalise(bulk), limits)
         checked = with_schema_check(rows, settings.validated_at).persist()
-        counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
-        rows_in = sum(int(r["count"]) for r in counts)
-        by_reason = {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None}
+        values = value_groups(checked)
+        rows_in = sum(g.rows for g in values)
+        by_reason: dict[str, int] = {}
+        for g in values:
+            if g.reason is not None:
+                by_reason[g.reason] = by_reason.get(g.reason, 0) + g.rows
         st.rows = rows_in
     rejected = sum(by_reason.values())
     published = rows_in - rejected
@@ -277,4 +283,24 @@ def _ingest(
     log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published, queue,
              rejected, dict(sorted(by_reason.items())))
     return IngestResult(batch, rows_in, published, rejected, by_reason, str(rejects_path), PUBLISHED_NOW,
-                        plan.digest)
+                        plan.digest, values=values)
+
+
+def value_groups(checked: Any) -> list[ValueGroup]:
+    """Rows, and the value of those with an integer amount, per first reject reason and currency code.
+
+    One aggregation over the validated rows, in the job that counts them anyway (a few more
+    groups, no extra pass over the file). An amount counts when it is what the rules call an
+    integer (:data:`~babelq.pipelines.validation.DIGITS`); its sum is a DECIMAL(38, 0), so a file
+    of 18-digit amounts cannot overflow it."""
+    from pyspark.sql import functions as sf
+
+    amount = sf.when(sf.col("amount_cents").rlike(DIGITS), sf.col("amount").cast("decimal(38,0)"))
+    rows = checked.groupBy(
+        sf.get("reasons", 0).alias("reason"), sf.coalesce(sf.col("currency"), sf.lit("")).alias("currency")
+    ).agg(sf.count(sf.lit(1)).alias("n"), sf.count(amount).alias("valued"), sf.sum(amount).alias("minor"))
+    return sorted(
+        (ValueGroup(r["reason"], r["currency"], int(r["n"]), int(r["valued"]), int(r["minor"] or 0))
+         for r in rows.collect()),
+        key=lambda g: (g.reason or "", g.currency),
+    )

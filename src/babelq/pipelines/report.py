@@ -1,87 +1,145 @@
-"""The demo's HTML report: one self-contained file, charts drawn here as inline SVG (no CDN, no JS).
+"""The demo's HTML report, for the payments operator who has to sign the run off.
 
-A reader opening it offline sees throughput per stage, where dead letters came from and the
-reconciliation that decides the exit code.
+It answers, top to bottom: did it balance (the verdict, and which check or currency did not);
+what ran (file, times in ISO-8601 UTC, broker, ledger, Spark master); does the money add up
+(per currency: the file's total = posted + rejected + dead-lettered, :mod:`report_value`); which
+checks passed (a table with a status column, apart from the data); where every row went (nested
+lines, with their share of the file); what sits on the dead-letter queue and what it is worth
+(:mod:`report_dlq`); where the time went (:mod:`report_time`).
+
+One self-contained file (inline CSS and SVG, no script: :mod:`report_html`), owner-only, with
+every URL's password masked; :func:`babelq.pipelines.report_export.export_report` makes a PNG or
+PDF of it for an email.
 """
 
 from __future__ import annotations
 
-import html
 import os
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from babelq.urls import redact_text
+from babelq import __version__
+from babelq.pipelines.display import count, iso_s
+from babelq.pipelines.report_dlq import dlq_section
+from babelq.pipelines.report_html import cell, esc, page, row, status, table
+from babelq.pipelines.report_time import time_section
+from babelq.pipelines.report_value import value_section
+from babelq.urls import redact, redact_text
 
-_PALETTE = ("#2f6db5", "#d9822b", "#3a9d5d", "#b53f3f", "#7b5ea7", "#8a8a8a", "#c2a23a", "#3fa3b5")
-
-
-def bar_chart(title: str, items: Sequence[tuple[str, float]], unit: str, width: int = 640) -> str:
-    """A horizontal bar chart as an SVG element."""
-    bar_h, gap, label_w, top = 22, 8, 190, 30
-    height = top + len(items) * (bar_h + gap) + 10
-    peak = max((v for _, v in items), default=0.0) or 1.0
-    span = width - label_w - 110
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html.escape(title)}">',
-             f'<text x="0" y="18" font-size="15" font-weight="bold">{html.escape(title)}</text>']
-    for i, (label, value) in enumerate(items):
-        y = top + i * (bar_h + gap)
-        w = max(1.0, span * value / peak)
-        colour = _PALETTE[i % len(_PALETTE)]
-        parts.append(f'<text x="{label_w - 8}" y="{y + 16}" font-size="12" text-anchor="end">'
-                     f'{html.escape(label)}</text>')
-        parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>')
-        parts.append(f'<text x="{label_w + w + 6:.1f}" y="{y + 16}" font-size="12">'
-                     f'{value:,.0f} {html.escape(unit)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+if TYPE_CHECKING:
+    from babelq.pipelines.demo import DemoResult
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def write_report(
-    path: str | Path, *, title: str, balanced: bool, summary: Sequence[tuple[str, object]],
-    stages: Sequence[tuple[str, float, int]], dlq_reasons: Sequence[tuple[str, int]],
-    reconciliation: Sequence[tuple[str, object]], triage_text: str,
-) -> Path:
-    """Write the report; ``stages`` are (name, seconds, rows)."""
-    verdict = "BALANCED" if balanced else "NOT BALANCED"
-    colour = "#3a9d5d" if balanced else "#b53f3f"
-    throughput = [(name, rows / seconds if seconds else 0.0) for name, seconds, rows in stages]
-    durations = [(name, seconds) for name, seconds, _ in stages]
-    doc = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: left; }}
-th {{ background: #f2f2f2; }}
-.verdict {{ color: white; background: {colour}; padding: 6px 14px; display: inline-block; }}
-pre {{ background: #f7f7f7; padding: 1em; overflow-x: auto; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p class="verdict">{verdict}</p>
-{table(("fact", "value"), summary)}
-<h2>Reconciliation</h2>
-{table(("line", "count"), reconciliation)}
-<h2>Throughput per stage</h2>
-{bar_chart("rows per second", throughput, "rows/s")}
-{bar_chart("seconds per stage", [(n, s * 1000) for n, s in durations], "ms")}
-<h2>Dead letters by cause</h2>
-{bar_chart("dead letters", [(k, float(v)) for k, v in dlq_reasons], "msgs") if dlq_reasons else "<p>none</p>"}
-<h2>DLQ triage</h2>
-<pre>{html.escape(triage_text)}</pre>
-</body></html>
-"""
+def write_report(result: DemoResult, path: str | Path) -> Path:
+    """Write the report of ``result`` to ``path`` (mode 0600); returns the path."""
     out = Path(path)
     # owner-only: the report names the broker and the data of a payments run
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)  # an older report may have been world-readable
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(redact_text(doc))
+        fh.write(redact_text(render(result)))
     return out
+
+
+def render(r: DemoResult) -> str:
+    from babelq.pipelines.demo import POISON_CAUSES
+
+    name = r.generated.path.name
+    body = [
+        f"<h1>Payments run: {esc(name)}</h1>",
+        f'<p class="muted">babelq demo · {count(r.generated.rows)} rows · started {iso_s(r.started_at)} · '
+        f"finished {iso_s(r.finished_at)} · {r.seconds:,.1f} s</p>",
+        verdict(r),
+        cards(r),
+        facts(r),
+        value_section(r.value_lines(), r.generated.rows, name, r.triage.dlq),
+        checks(r),
+        rows(r),
+        dlq_section(r.triage, POISON_CAUSES),
+        time_section(r.clock.stages, r.seconds),
+        f'<p class="note">Written by babelq {esc(__version__)}. Amounts, counts and checks are the ones the '
+        "command printed; every URL has its password masked.</p>",
+    ]
+    return page(f"Payments run {name}: {'balanced' if r.balanced else 'NOT BALANCED'}", "\n".join(body))
+
+
+def verdict(r: DemoResult) -> str:
+    if r.balanced:
+        return ('<div id="verdict" class="verdict" data-balanced="true"><strong>BALANCED</strong><span>'
+                f"Every row of {esc(r.generated.path.name)} is posted, rejected at ingest or dead-lettered, "
+                "each valid payment is in the ledger once, and every currency's value adds up.</span></div>")
+    failed = [f"{esc(c.name)}: {count(c.actual)}, expected {count(c.expected)}" for c in r.checks if not c.ok]
+    failed += [f"value of {esc(v.currency or 'rows without an integer amount')} does not add up"
+               for v in r.value_lines() if not v.ok]
+    if r.doubles:
+        failed.append(f"{count(len(r.doubles))} references posted more than once")
+    items = "".join(f"<li>{line}</li>" for line in failed)
+    return (f'<div id="verdict" class="verdict fail" data-balanced="false"><strong>NOT BALANCED</strong>'
+            f"<div>The run does not reconcile:<ul>{items}</ul></div></div>")
+
+
+def cards(r: DemoResult) -> str:
+    from babelq.pipelines.demo import POISON_CAUSES
+
+    dead = sum(n for c, n in r.dlq_by_cause().items() if c not in POISON_CAUSES)
+    rows_in = r.generated.rows
+
+    def card(what: str, n: int, of_file: bool = True) -> str:
+        share = f" · {100 * n / rows_in:.1f}% of the file" if of_file and rows_in else ""
+        return (f'<div class="card"><div class="n">{count(n)}</div>'
+                f'<div class="what">{esc(what)}{share}</div></div>')
+
+    return ('<div class="cards">' + card("rows in the file", rows_in, False)
+            + card("posted", r.ledger_entries) + card("rejected at ingest", r.ingest.rejected)
+            + card("dead-lettered payments", dead)
+            + card("poison bodies (not file rows)", r.injected_poison, False) + "</div>")
+
+
+def facts(r: DemoResult) -> str:
+    stats = r.settle.stats
+    pairs = [
+        ("Input file", f"{r.generated.path.name} (in {r.generated.path.parent})"),
+        ("File SHA-256", r.ingest.digest[:16] + "…" if r.ingest.digest else "—"),
+        ("Batch id", r.ingest.batch_id),
+        ("Rows in the file", count(r.generated.rows)),
+        ("Started (UTC)", iso_s(r.started_at)),
+        ("Finished (UTC)", iso_s(r.finished_at)),
+        ("Wall time", f"{r.seconds:,.1f} s"),
+        ("Spark master", r.master or "—"),
+        ("Broker", redact(r.broker)),
+        ("Queue → DLQ", f"{r.queue} → {r.triage.dlq}"),
+        ("Ledger", r.ledger),
+        ("Settle", f"{count(stats.batches)} micro-batches, {count(stats.count('retried'))} retries, "
+                   f"{count(stats.count('duplicate'))} duplicates dropped"),
+    ]
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+    return f'<h2 id="run">Run</h2><dl class="facts" id="facts">{items}</dl>'
+
+
+def checks(r: DemoResult) -> str:
+    body = [row([cell(esc(c.name)), cell(count(c.expected), num=True), cell(count(c.actual), num=True),
+                 cell(status(c.ok))], cls="" if c.ok else "mismatch", attrs={"data-ok": str(c.ok).lower()})
+            for c in r.checks]
+    if r.doubles:
+        shown = ", ".join(f"{ref} ×{n}" for ref, n in r.doubles)
+        body.append(row([cell(esc(f"references posted more than once: {shown}"), cls="wrap"),
+                         cell("0", num=True), cell(count(len(r.doubles)), num=True), cell(status(False))],
+                        cls="mismatch", attrs={"data-ok": "false"}))
+    headers = [("Check", False), ("Expected", True), ("Actual", True), ("Status", False)]
+    return '<h2 id="checks">Checks</h2>' + table(headers, body, ident="checks-table")
+
+
+def rows(r: DemoResult) -> str:
+    rows_in = r.generated.rows
+    body = []
+    for line in r.breakdown():
+        share = f"{100 * line.count / rows_in:.2f}%" if rows_in and not line.label.startswith(
+            ("poison", "dead-lettered: ")) else ""
+        cls = " ".join(c for c in (f"level-{line.level}" if line.level else "group",
+                                   "subtotal" if line.subtotal else "") if c)
+        body.append(row([cell(esc(line.label)), cell(count(line.count), num=True), cell(share, num=True)],
+                        cls=cls))
+    headers = [("Where every row went", False), ("Rows", True), ("Share of the file", True)]
+    return ('<h2 id="rows">Rows</h2>' + table(headers, body, ident="rows-table", cls="narrow")
+            + '<p class="note">Poison bodies are not rows of the file: the demo puts them on the queue as a '
+            "misbehaving producer would, and each must end on the dead-letter queue.</p>")

@@ -69,6 +69,10 @@ SHIP_PACKAGE_CONF = "spark.babelq.shipPackage"
 PYTHON_CONF = "spark.pyspark.python"
 #: the executors' PYTHONPATH, where the shipped zip goes (see get_session)
 EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
+#: the driver JVM's options (babelq's defaults, the caller's, the class archive's)
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+#: the module Spark's Python workers start from; babelq's imports the installed pyspark (worker_daemon)
+DAEMON_MODULE_CONF = "spark.python.daemon.module"
 
 _FALSE = frozenset({"false", "0", "no", "off"})
 
@@ -125,10 +129,20 @@ def _launch_env(chosen: str | None, settings: Mapping[str, str]) -> Iterator[Non
       workers run another interpreter: Spark starts some Python workers on the driver with the
       JVM's own environment (the data source's planning, the streaming reader), and they must
       import babelq even where ``PYSPARK_PYTHON`` has none.
+    * ``$SPARK_HOME`` = the installed pyspark without its zipped copy
+      (:mod:`babelq.spark.spark_home`) when nobody set ``$SPARK_HOME`` and Spark's Python
+      processes run this interpreter: they then import precompiled pyspark modules instead of
+      compiling the zip's in every new process. Setting ``$SPARK_HOME`` keeps Spark's own layout.
     """
-    saved = {name: os.environ.get(name) for name in ("MASTER", "PYTHONPATH")}
+    saved = {name: os.environ.get(name) for name in ("MASTER", "PYTHONPATH", "SPARK_HOME")}
     if chosen is None and "MASTER" not in os.environ:
         os.environ["MASTER"] = LOCAL_FALLBACK
+    if "SPARK_HOME" not in os.environ and not _other_python():
+        from babelq.spark.spark_home import installed_pyspark_home, spark_home_without_zip
+
+        home = installed_pyspark_home()
+        if home is not None:  # this Python's pyspark, precompiled, in every Python process Spark starts here
+            os.environ["SPARK_HOME"] = str(spark_home_without_zip(home, _cache_dir()))
     if _shipping(settings) and ((chosen is not None and not is_local_master(chosen)) or _other_python()):
         current = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join([str(package_zip()), *([current] if current else [])])
@@ -140,6 +154,24 @@ def _launch_env(chosen: str | None, settings: Mapping[str, str]) -> Iterator[Non
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _with_class_archive(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` with the driver JVM's class-data sharing options added
+    (:mod:`babelq.spark.class_archive`), unless ``spark.babelq.classArchive`` is false."""
+    from babelq.spark.class_archive import ARCHIVE_CONF, java_options
+    from babelq.spark.spark_home import installed_pyspark_home
+
+    out = dict(settings)
+    if (settings.get(ARCHIVE_CONF) or "true").strip().lower() in _FALSE:
+        return out
+    given_home = os.environ.get("SPARK_HOME")
+    home = Path(given_home) if given_home else installed_pyspark_home()
+    options = java_options(_cache_dir(), home) if home is not None else ""
+    if options:
+        present = out.get(DRIVER_JAVA_OPTIONS, "")
+        out[DRIVER_JAVA_OPTIONS] = f"{present} {options}".strip()
+    return out
 
 
 def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[str, Any]:
@@ -154,31 +186,26 @@ def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[st
             log.warning("a SparkContext on %s is already running in this process; %s is not used",
                         active.master, chosen)
         return str(active.master), active.getConf()
-    launch = SparkConf(loadDefaults=False)
-    for key, value in settings.items():
-        launch.set(key, value)
     if _jvm_running():  # ours from an earlier session, or spark-submit's: connect, launch nothing
         SparkContext._ensure_initialized()
     else:
         with _launch_env(chosen, settings):
+            launch = SparkConf(loadDefaults=False)
+            for key, value in _with_class_archive(settings).items():
+                launch.set(key, value)
             SparkContext._ensure_initialized(conf=launch)
     given = SparkConf()  # the JVM's system properties: what spark-submit resolved, defaults included
     return chosen or str(given.get("spark.master", LOCAL_FALLBACK)), given
 
 
-def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
-    """Return the active SparkSession or build one on the master the precedence above picks.
-
-    ``conf`` are Spark settings; they win over babelq's defaults below. Spark's Python workers
-    run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may not have babelq installed),
-    so we point it at this interpreter unless the caller set it or gave ``spark.pyspark.python``.
-    """
+def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+    """The master the caller chose (None: Spark's or the fallback) and the session's settings:
+    babelq's defaults under ``conf``, the JVM helpers' jar added. Points Spark's Python at this
+    interpreter unless the caller chose another."""
     if conf.get(PYTHON_CONF):
         os.environ["PYSPARK_PYTHON"] = conf[PYTHON_CONF]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     chosen = explicit_master(master, conf)
     settings = {
         "spark.sql.shuffle.partitions": "4",
@@ -189,7 +216,7 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
         # HotSpot never JIT-compiles a method over 8000 bytes of bytecode; Spark's generated
         # code for a wide projection (babelq.spark.decode's) is bigger, and runs about twice as
         # slow interpreted. On a cluster, set the same flag in spark.executor.extraJavaOptions.
-        "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+        DRIVER_JAVA_OPTIONS: "-XX:-DontCompileHugeMethods",
         "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
         # JSON with a repeated object key keeps the last value in Python's json, orjson and
         # every other SDK; Spark's VARIANT parser refuses such text unless this is on, and
@@ -204,6 +231,29 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
 
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]
     settings["spark.jars"] = ",".join([*jars, jar_path()] if jar_path() not in jars else jars)
+    return chosen, settings
+
+
+def launch_jvm(master: str | None = None, **conf: str) -> None:
+    """Start the driver JVM :func:`get_session` would start, with the same settings, and return
+    before any SparkContext exists: a caller overlaps the JVM's start (seconds, mostly spent in the
+    child process) with other work by running this in a thread, then calls :func:`get_session`
+    with the same arguments on its own thread (a SparkContext installs its Ctrl-C handler only on
+    the main thread). Does nothing when this process already has a JVM."""
+    chosen, settings = _settings(master, conf)
+    _resolve_master(chosen, settings)
+
+
+def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
+    """Return the active SparkSession or build one on the master the precedence above picks.
+
+    ``conf`` are Spark settings; they win over babelq's defaults below. Spark's Python workers
+    run ``PYSPARK_PYTHON`` (default: ``python3`` on PATH, which may not have babelq installed),
+    so we point it at this interpreter unless the caller set it or gave ``spark.pyspark.python``.
+    """
+    from pyspark.sql import SparkSession
+
+    chosen, settings = _settings(master, conf)
     resolved, given = _resolve_master(chosen, settings)
     bundle = None
     if not is_local_master(resolved) and _shipping(settings, given):
@@ -214,6 +264,10 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
         # without them.
         present = settings.get(EXECUTOR_PYTHONPATH) or given.get(EXECUTOR_PYTHONPATH, None)
         settings[EXECUTOR_PYTHONPATH] = os.pathsep.join([bundle.name, *([present] if present else [])])
+    if DAEMON_MODULE_CONF not in settings and given.get(DAEMON_MODULE_CONF, None) is None and (
+        bundle is not None or (is_local_master(resolved) and (_shipping(settings) or not _other_python()))
+    ):  # the workers can import babelq: let them import pyspark's precompiled files (worker_daemon)
+        settings[DAEMON_MODULE_CONF] = "babelq.spark.worker_daemon"
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -12,7 +12,7 @@ pulls in no client library.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from babelq.errors import ConfigurationError
@@ -47,8 +47,8 @@ _EXTRAS: dict[str, str] = {
 }
 
 
-def transport_class(url: str) -> type[Any]:
-    """The transport class that serves ``url``'s scheme."""
+def transport_class(url: str) -> type[Transport]:
+    """The transport class that serves ``url``'s scheme (its module is imported now, not before)."""
     scheme = urlsplit(url).scheme.lower()
     target = _REGISTRY.get(scheme)
     if target is None:
@@ -65,14 +65,34 @@ def transport_class(url: str) -> type[Any]:
             f"url: the {scheme!r} transport needs an optional dependency: "
             f"pip install 'babelq[{extra}]' ({exc})"
         ) from exc
-    cls: type[Any] = getattr(module, class_name)
+    cls: type[Transport] = getattr(module, class_name)
     return cls
 
 
 def open_transport(url: str, **options: Any) -> Transport:
-    """Open the transport for ``url`` (options are passed to its constructor)."""
-    transport: Transport = transport_class(url).from_url(url, **options)
-    return transport
+    """Open the transport for ``url``; ``options`` are its options as keywords (they win over
+    the URL query's; docs/transports.md, "URL options")."""
+    return transport_class(url).from_url(url, **options)
+
+
+if TYPE_CHECKING:
+    # mypy checks here that every registered class is a Transport, from_url included (at run
+    # time nothing is imported: each module loads its client library only when used).
+    from babelq.transports.amqp import AMQPTransport
+    from babelq.transports.artemis import ArtemisTransport
+    from babelq.transports.kafka import KafkaTransport
+    from babelq.transports.memory import MemoryTransport
+    from babelq.transports.pulsar import PulsarTransport
+    from babelq.transports.redis import RedisTransport
+    from babelq.transports.redis_laravel import RedisLaravelTransport
+    from babelq.transports.servicebus import ServiceBusTransport
+    from babelq.transports.sqlite import SQLiteTransport
+    from babelq.transports.sqs import SQSTransport
+
+    _REGISTERED: tuple[type[Transport], ...] = (
+        MemoryTransport, SQLiteTransport, RedisTransport, RedisLaravelTransport, AMQPTransport,
+        SQSTransport, KafkaTransport, ServiceBusTransport, PulsarTransport, ArtemisTransport,
+    )  # fmt: skip
 
 
 __all__ = ["BaseTransport", "Delivery", "Outgoing", "Transport", "open_transport", "transport_class"]

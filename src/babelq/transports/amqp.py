@@ -55,14 +55,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, get_args
 
 from babelq.bindings import rabbitmq as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.amqp_client import (
     AMQPConnectionError,
+    AMQPConnectionOptions,
     AMQPError,
     BrokerUnreachableError,
     Channel,
@@ -75,14 +76,14 @@ from babelq.transports.amqp_client import (
 from babelq.transports.amqp_protocol import BasicProperties, ProtocolError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.keepalive import start_keepalive
+from babelq.transports.url_options import TransportURL
 from babelq.urls import redact
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-#: URL query keys this transport consumes itself; the rest are connection options (heartbeat...).
-_OWN_OPTIONS = ("prefetch", "reserve_mode", "max_priority", "queue_type", "confirm_timeout")
-_RESERVE_MODES = ("consume", "get")
+ReserveMode = Literal["consume", "get"]
+_RESERVE_MODES: tuple[str, ...] = get_args(ReserveMode)
 #: basic.qos prefetch-count is a 16-bit field
 _MAX_PREFETCH = 65535
 #: One blocking wait inside ``reserve`` holds the lock at most this long (other threads take turns).
@@ -91,6 +92,22 @@ _WAIT_SLICE = 0.2
 #: half of it (see :func:`holding_queue_arguments`). Fixed, not an option: every process must
 #: declare a holding queue with the same arguments, or the broker refuses the declaration.
 HOLDING_MARGIN_MS = 600_000
+
+
+@dataclass(frozen=True, slots=True)
+class AMQPOptions(AMQPConnectionOptions):
+    """The options of ``amqp://`` and ``amqps://``: the connection's, and the transport's own."""
+
+    prefetch: int = 256
+    """Most unacked deliveries the broker pushes to one consumer (``basic.qos``, 1..65535)."""
+    reserve_mode: ReserveMode = "consume"
+    """``consume`` streams deliveries into a local buffer; ``get`` asks one ``basic.get`` a message."""
+    max_priority: int | None = None
+    """``x-max-priority`` of the queues this transport declares (1..255); off by default."""
+    queue_type: str | None = None
+    """``x-queue-type`` of the queues this transport declares (e.g. ``quorum``)."""
+    confirm_timeout: float = 30.0
+    """Seconds a publish waits for the broker's confirm."""
 
 
 class AMQPPublishError(BabelqError):
@@ -358,32 +375,14 @@ class AMQPTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> AMQPTransport:
         """``amqp://user:pass@host:port/vhost?prefetch=256&heartbeat=30&reserve_mode=consume``.
 
-        ``prefetch``, ``reserve_mode``, ``max_priority``, ``queue_type`` (e.g. ``quorum``) and
-        ``confirm_timeout`` are read here; the other query keys are connection options
-        (``heartbeat``, ``frame_max``, ``connection_attempts``, ``retry_delay``, ``socket_timeout``,
-        ``rpc_timeout``, ``channel_max``, ``locale``: see
-        :class:`~babelq.transports.amqp_client.ConnectionParameters`); anything else is refused.
+        The options are :class:`AMQPOptions`: the transport's own are read here, the connection's
+        (``heartbeat``, ``frame_max``...) stay in the URL given to
+        :class:`~babelq.transports.amqp_client.ConnectionParameters`; anything else is refused.
         """
-        parts = urlsplit(url)
-        connection_query: list[tuple[str, str]] = []
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key in _OWN_OPTIONS:
-                options.setdefault(key, value)
-            else:
-                connection_query.append((key, value))
-        kwargs: dict[str, Any] = {}
-        for key, value in options.items():
-            if key in ("reserve_mode", "queue_type"):
-                kwargs[key] = str(value)
-                continue
-            if key not in ("prefetch", "max_priority", "confirm_timeout"):
-                raise ConfigurationError(f"{key}: not an option of the amqp transport ({redact(url)})")
-            try:
-                kwargs[key] = float(value) if key == "confirm_timeout" else int(value)
-            except (TypeError, ValueError):
-                raise ConfigurationError(f"{key}: not a number: {value!r} in {redact(url)}") from None
-        connection_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(connection_query), ""))
-        return cls(connection_url, **kwargs)
+        link = TransportURL.split(url)
+        parsed = AMQPOptions.parse(link, options)
+        connection = AMQPConnectionOptions.names()
+        return cls(link.forwarded(connection, options), **parsed.values(without=connection))
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:

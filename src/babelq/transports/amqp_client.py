@@ -35,11 +35,12 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote
 
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.transports import amqp_protocol as wire
-from babelq.urls import redact, redact_text
+from babelq.transports.url_options import TransportURL, URLOptions
+from babelq.urls import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -121,18 +122,51 @@ class ChannelStateError(AMQPError):
 _REFUSALS: Final = (403, 530)
 #: TLS errors that are a broken connection, not a refusal
 _TLS_TRANSIENT: Final = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError, ssl.SSLWantReadError)
-_TRUE: Final = ("1", "true", "yes", "on")
-_FALSE: Final = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True, slots=True)
-class ConnectionParameters:
+class AMQPConnectionOptions(URLOptions):
+    """The connection options an ``amqp://`` / ``amqps://`` query may carry (defaults: ours).
+
+    The TLS ones (``cafile`` ... ``verify``) apply to ``amqps://`` only.
+    """
+
+    transport: ClassVar[str] = "amqp"
+
+    heartbeat: int | None = None
+    """Seconds; ``None`` takes the broker's proposal (RabbitMQ: 60), ``0`` turns them off."""
+    frame_max: int = 131072
+    """Largest frame we offer (the smaller of ours and the broker's is used)."""
+    channel_max: int = 2047
+    """Most channels we offer."""
+    connection_attempts: int = 1
+    """Connects tried before the broker counts as unreachable."""
+    retry_delay: float = 2.0
+    """Seconds between those attempts."""
+    socket_timeout: float = 10.0
+    """Seconds a connect and the handshake may take."""
+    rpc_timeout: float = 60.0
+    """Seconds a method's reply may take."""
+    locale: str = "en_US"
+    """The locale sent in ``Connection.StartOk``."""
+    cafile: str | None = None
+    """PEM file of the CA(s) that signed the broker's certificate (else the system's)."""
+    certfile: str | None = None
+    """PEM file of the client certificate."""
+    keyfile: str | None = None
+    """PEM file of the client certificate's key (needs ``certfile``)."""
+    server_hostname: str | None = None
+    """Name to check the broker's certificate against and send as SNI (else the host)."""
+    verify: bool = True
+    """Check the broker's certificate chain and host name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionParameters(AMQPConnectionOptions):
     """Where and how to connect; built from an ``amqp://`` / ``amqps://`` URL by :meth:`from_url`.
 
-    ``heartbeat`` ``None`` takes the interval the broker proposes in ``Connection.Tune``
-    (RabbitMQ: 60 s), so a silent network partition is noticed without any setting; ``0``
-    turns heartbeats off. The TLS fields apply to ``amqps://`` only. ``where`` is the URL
-    with its password masked, for error messages.
+    The connection options are :class:`AMQPConnectionOptions`'; ``where`` is the URL with its
+    password masked, for error messages.
     """
 
     host: str = "127.0.0.1"
@@ -141,29 +175,8 @@ class ConnectionParameters:
     username: str = "guest"
     password: str = field(default="guest", repr=False)
     tls: bool = False
-    heartbeat: int | None = None
-    frame_max: int = 131072
-    channel_max: int = 2047
-    connection_attempts: int = 1
-    retry_delay: float = 2.0
-    socket_timeout: float = 10.0
-    rpc_timeout: float = 60.0
-    locale: str = "en_US"
-    cafile: str | None = None
-    certfile: str | None = None
-    keyfile: str | None = None
-    server_hostname: str | None = None
-    verify: bool = True
     where: str = ""
 
-    #: URL query keys understood here
-    OPTIONS: ClassVar[tuple[str, ...]] = (
-        "heartbeat", "frame_max", "channel_max", "connection_attempts", "retry_delay",
-        "socket_timeout", "rpc_timeout", "locale",
-        "cafile", "certfile", "keyfile", "server_hostname", "verify",
-    )  # fmt: skip
-    _TEXT: ClassVar[frozenset[str]] = frozenset({"cafile", "certfile", "keyfile", "server_hostname"})
-    _FLOAT: ClassVar[frozenset[str]] = frozenset({"retry_delay", "socket_timeout", "rpc_timeout"})
     _TLS: ClassVar[tuple[str, ...]] = ("cafile", "certfile", "keyfile", "server_hostname", "verify")
 
     @property
@@ -178,46 +191,27 @@ class ConnectionParameters:
         The vhost is the percent-decoded path (``%2F`` is ``/``; an empty path is ``/``). Every
         error names the option and the URL, with its password masked.
         """
-        where = redact(url)
-        parts = urlsplit(url)
-        if parts.scheme not in ("amqp", "amqps"):
+        link = TransportURL.split(url)
+        where = link.shown()
+        if link.scheme not in ("amqp", "amqps"):
             raise ConfigurationError(f"url: not an amqp:// or amqps:// URL: {where!r}")
-        tls = parts.scheme == "amqps"
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigurationError(f"url: the port is not a number in {where}") from exc
-        values: dict[str, Any] = {
-            "host": parts.hostname or "127.0.0.1",
-            "port": port or (5671 if tls else 5672),
-            "virtual_host": unquote(path) if path else "/",
-            "username": unquote(parts.username) if parts.username is not None else "guest",
-            "password": unquote(parts.password) if parts.password is not None else "guest",
-            "tls": tls,
-            "where": where,
-        }
-        for key, raw in parse_qsl(parts.query, keep_blank_values=True):
-            if key not in cls.OPTIONS:
-                raise ConfigurationError(
-                    f"{key}: not an option of the amqp connection ({', '.join(cls.OPTIONS)}) in {where}"
-                )
-            if key in cls._TLS and not tls:
-                raise ConfigurationError(f"{key}: a TLS option, needs an amqps:// URL: {where}")
-            if key == "locale":
-                values[key] = raw
-            elif key in cls._TEXT:
-                values[key] = raw or None
-            elif key == "verify":
-                if raw.lower() not in _TRUE + _FALSE:
-                    raise ConfigurationError(f"verify: must be true or false, got {raw!r} in {where}")
-                values[key] = raw.lower() in _TRUE
-            else:
-                try:
-                    values[key] = float(raw) if key in cls._FLOAT else int(raw)
-                except ValueError:
-                    raise ConfigurationError(f"{key}: not a number: {raw!r} in {where}") from None
-        params = cls(**values)
+        tls = link.scheme == "amqps"
+        if not tls:
+            for key, _ in link.query:
+                if key in cls._TLS:
+                    raise ConfigurationError(f"{key}: a TLS option, needs an amqps:// URL: {where}")
+        options = AMQPConnectionOptions.parse(link)
+        path = link.parts.path.removeprefix("/")
+        params = cls(
+            **{name: getattr(options, name) for name in AMQPConnectionOptions.names()},
+            host=link.hostname or "127.0.0.1",
+            port=link.port or (5671 if tls else 5672),
+            virtual_host=unquote(path) if path else "/",
+            username=link.username if link.username is not None else "guest",
+            password=link.password if link.password is not None else "guest",
+            tls=tls,
+            where=where,
+        )
         if params.heartbeat is not None and params.heartbeat < 0:
             raise ConfigurationError(f"heartbeat: must be >= 0, got {params.heartbeat} in {where}")
         if params.connection_attempts < 1:
@@ -255,6 +249,26 @@ class ConnectionParameters:
                     f"{f' with {self.keyfile!r}' if self.keyfile else ''}: {_reason(exc)} ({self.display})"
                 ) from None
         return context
+
+
+def _tls_alert_behind(sock: socket.socket, exc: OSError) -> OSError:
+    """The TLS alert a broker sent before closing, when a send failed on a cut TLS stream.
+
+    Under TLS 1.3 the client finishes its handshake before the broker has checked the client's
+    certificate; a broker that then refuses it sends an alert ("certificate required") and
+    closes. Whether our next send fails first (a bare EOF) or our next read sees the alert is a
+    race; reading what is left on the socket turns the EOF back into the broker's reason."""
+    if not isinstance(sock, ssl.SSLSocket) or not isinstance(exc, (*_TLS_TRANSIENT, ConnectionError)):
+        return exc
+    try:
+        sock.settimeout(0.5)
+        sock.recv(1)
+    except ssl.SSLError as alert:
+        if not isinstance(alert, _TLS_TRANSIENT):
+            return alert
+    except OSError:
+        pass
+    return exc
 
 
 def _reason(exc: BaseException) -> str:
@@ -743,8 +757,9 @@ class Connection:
         try:
             self._sock.sendall(data)
         except OSError as exc:
+            cause = _tls_alert_behind(self._sock, exc)
             self.abort()
-            raise AMQPConnectionError(f"connection lost while sending: {exc}") from exc
+            raise AMQPConnectionError(f"connection lost while sending: {cause}") from cause
         self._last_send = time.monotonic()
 
     def process(self, timeout: float = 0.0) -> bool:

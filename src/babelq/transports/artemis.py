@@ -50,23 +50,29 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
+from urllib.parse import quote, unquote
 
 from babelq.bindings import artemis as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.keepalive import start_keepalive
-from babelq.urls import redact, redact_text
+from babelq.transports.url_options import TransportURL, URLOptions
+from babelq.urls import redact_text
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "artemis://guest:guest@127.0.0.1:5672"
-BROKERS = ("artemis", "rabbitmq")
-RELEASE_OUTCOMES = ("modified", "released")
-DELAY_MODES = ("delivery-time", "delivery-delay", "ignore")
-CREDIT_MODES = ("batch", "prefetch")
+Broker = Literal["artemis", "rabbitmq"]
+ReleaseOutcome = Literal["modified", "released"]
+DelayMode = Literal["delivery-time", "delivery-delay", "ignore"]
+CreditMode = Literal["batch", "prefetch"]
+BROKERS: tuple[str, ...] = get_args(Broker)
+RELEASE_OUTCOMES: tuple[str, ...] = get_args(ReleaseOutcome)
+DELAY_MODES: tuple[str, ...] = get_args(DelayMode)
+CREDIT_MODES: tuple[str, ...] = get_args(CreditMode)
 #: per broker: address template, release outcome, delay mode
 BROKER_DEFAULTS: dict[str, tuple[str, str, str]] = {
     "artemis": ("{queue}", "modified", "delivery-time"),
@@ -77,14 +83,40 @@ DELIVERY_DELAY_ANNOTATION = "x-opt-delivery-delay"
 #: Artemis stamps this (epoch ms) when the address has ``enable-ingress-timestamp``
 INGRESS_TIME_ANNOTATION = "x-opt-ingress-time"
 MANAGEMENT_ADDRESS = "activemq.management"
-_OWN_OPTIONS = (
-    "broker", "address", "release", "delays", "prefetch", "heartbeat", "timeout",
-    "admin_port", "ca_file", "confirm_timeout", "linger", "credit",
-)  # fmt: skip
-_INT_OPTIONS = ("prefetch", "admin_port")
-_FLOAT_OPTIONS = ("heartbeat", "timeout", "confirm_timeout", "linger")
 #: One blocking wait inside ``reserve`` holds the lock at most this long (other threads take turns).
 _WAIT_SLICE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class ArtemisOptions(URLOptions):
+    """The options of ``artemis://`` and ``artemis+ssl://`` (query or keywords)."""
+
+    transport: ClassVar[str] = "artemis"
+
+    broker: Broker = "artemis"
+    """Which broker's AMQP 1.0 to expect; it sets the defaults of the next three."""
+    address: str | None = None
+    """The AMQP address of a queue, with ``{queue}`` once (else the broker's)."""
+    release: ReleaseOutcome | None = None
+    """The outcome of ``release()`` (else the broker's)."""
+    delays: DelayMode | None = None
+    """How a delay is annotated (else the broker's)."""
+    prefetch: int = 100
+    """Most credit a receiving link is granted (1..65535)."""
+    heartbeat: float = 30.0
+    """AMQP idle timeout, seconds (0 off)."""
+    timeout: float = 10.0
+    """Seconds to connect or attach a link."""
+    confirm_timeout: float = 30.0
+    """Seconds to wait for the broker to settle published messages."""
+    linger: float = 0.001
+    """Seconds (0..1) a ``reserve`` keeps collecting while messages keep arriving."""
+    credit: CreditMode = "batch"
+    """``batch``: credit for what a ``reserve`` asks; ``prefetch``: ``prefetch`` credit standing."""
+    admin_port: int | None = None
+    """``broker=rabbitmq``: the AMQP 0-9-1 port to declare, count and purge (else the URL's)."""
+    ca_file: str | None = None
+    """``artemis+ssl://`` only: CA bundle."""
 
 
 class ArtemisPublishError(BabelqError):
@@ -806,8 +838,8 @@ class ArtemisTransport(BaseTransport):
         ca_file: str | None = None,
         connect: Callable[[ArtemisTransport], Any] | None = None,
     ) -> None:
-        where = redact(url)
-        parts = urlsplit(url)
+        link = TransportURL.split(url)
+        where, parts = link.shown(), link.parts
         if parts.scheme not in ("artemis", "artemis+ssl"):
             raise ConfigurationError(f"url: not an artemis:// or artemis+ssl:// URL: {where!r}")
         if broker not in BROKERS:
@@ -842,10 +874,7 @@ class ArtemisTransport(BaseTransport):
                 raise ConfigurationError(f"{name}: must be > 0, got {value} ({where})")
         if ca_file is not None and parts.scheme != "artemis+ssl":
             raise ConfigurationError(f"ca_file: a TLS option, needs an artemis+ssl:// URL ({where})")
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigurationError(f"url: the port is not a number in {where}") from exc
+        port = link.port
         path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if path and broker == "artemis":
             raise ConfigurationError(
@@ -893,27 +922,12 @@ class ArtemisTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> ArtemisTransport:
         """``artemis://user:pass@host:5672?broker=rabbitmq&prefetch=100``.
 
-        Keyword options win over the URL's query; an unknown option is refused, naming it.
+        The options are :class:`ArtemisOptions`; keywords win over the URL's query; an unknown
+        option is refused, naming it.
         """
-        where = redact(url)
-        parts = urlsplit(url)
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            options.setdefault(key, value)
-        kwargs: dict[str, Any] = {}
-        for key, value in options.items():
-            if key not in _OWN_OPTIONS:
-                raise ConfigurationError(
-                    f"{key}: not an option of the artemis transport ({', '.join(_OWN_OPTIONS)}) in {where}"
-                )
-            if key in _INT_OPTIONS or key in _FLOAT_OPTIONS:
-                try:
-                    kwargs[key] = int(value) if key in _INT_OPTIONS else float(value)
-                except (TypeError, ValueError):
-                    raise ConfigurationError(f"{key}: not a number: {value!r} in {where}") from None
-            else:
-                kwargs[key] = str(value)
-        base = url.split("?", 1)[0].split("#", 1)[0]
-        return cls(base, **kwargs)
+        link = TransportURL.split(url)
+        parsed = ArtemisOptions.parse(link, options)
+        return cls(link.with_query(()), **parsed.values())
 
     # -- addresses ----------------------------------------------------------------------
     def address(self, queue: str) -> str:

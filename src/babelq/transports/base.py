@@ -99,9 +99,21 @@ class Transport(Protocol):
     scheme: str
     #: True: reservations are leases (``visibility_timeout``, :meth:`renew_many`); False: they
     #: last as long as the transport's connection (module docstring).
-    leased_reservations: bool
+    leased_reservations: ClassVar[bool]
     #: True: :meth:`reserve_tagged` and the ``*_tagged`` settle calls work (module docstring).
-    tagged_reservations: bool
+    tagged_reservations: ClassVar[bool]
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Transport:
+        """Open the transport ``url`` names. ``options`` are the transport's options as keywords
+        and win over the same options in the URL query; every transport parses both through
+        :mod:`babelq.transports.url_options`, so an unknown or malformed option is a one-line
+        :class:`~babelq.errors.ConfigurationError` naming it (docs/transports.md, "URL options")."""
+
+    @classmethod
+    def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:
+        """Keyword options for a consumer that holds up to ``max_held`` reservations at once
+        (:meth:`BaseTransport.holder_options`)."""
 
     def publish(
         self,

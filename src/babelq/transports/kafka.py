@@ -45,14 +45,15 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Any, ClassVar, Literal
+from urllib.parse import unquote
 
 from babelq.bindings import kafka as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
-from babelq.urls import redact, redact_text
+from babelq.transports.url_options import TransportURL, URLOptions, option
+from babelq.urls import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,6 @@ _LOG_APPEND_TIME = 2
 _OFFSET_INVALID = -1001
 #: commit errors that mean "this consumer no longer holds the partition"
 _STALE_CODES = frozenset({22, 25, 27})  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 #: URL/keyword option -> librdkafka property (passed to both clients)
 _CLIENT_OPTIONS = {
@@ -86,17 +85,6 @@ _CLIENT_OPTIONS = {
     "sasl_password": "sasl.password",
     "ssl_ca_location": "ssl.ca.location",
 }
-_OWN_OPTIONS = (
-    "group",
-    "retry_tiers",
-    "tier_policy",
-    "reinject",
-    "reinject_group",
-    "delivery_timeout",
-    "auto_offset_reset",
-    "assignment_strategy",
-)
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:sasl_password|ssl_key_password)=)[^&#]*")
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -105,36 +93,14 @@ class KafkaDeliveryError(UnavailableError):
     """The broker did not confirm a write (an error report, or none within ``delivery_timeout``)."""
 
 
-def redact_kafka_url(url: str) -> str:
-    """``url`` with the SASL password masked, in the user info or as ``sasl_password=``."""
-    return _SECRET_QUERY.sub(r"\1***", redact(url))
-
-
 def tier_topic(queue: str, n: int) -> str:
     """Tier ``n`` (1-based) of ``queue``: ``<queue>.retry.<n>`` (the binding's name)."""
     return binding.retry_topic(queue, n)
 
 
-def _split(url: str, where: str) -> Any:
-    try:
-        return urlsplit(url)
-    except ValueError as exc:
-        raise ConfigurationError(f"url: not a usable kafka URL: {exc} ({where})") from None
-
-
-def _flag(name: str, value: object, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigurationError(f"{name}: not a boolean: {value!r} ({where})")
-
-
-def _tiers(value: object, where: str) -> tuple[int, ...]:
-    """``retry_tiers``: milliseconds, strictly ascending; ``""``/``none`` turns tiers off."""
+def tier_list(value: object) -> tuple[int, ...]:
+    """``retry_tiers``: milliseconds, strictly ascending; ``""``/``none`` turns tiers off.
+    A value that is none of that is a ``ValueError`` saying why."""
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in ("", "none", "off"):
@@ -145,9 +111,7 @@ def _tiers(value: object, where: str) -> tuple[int, ...]:
     elif value is None:
         return ()
     else:
-        raise ConfigurationError(
-            f"retry_tiers: expected comma-separated milliseconds, got {value!r} ({where})"
-        )
+        raise ValueError(f"expected comma-separated milliseconds, got {value!r}")
     out: list[int] = []
     for item in items:
         try:
@@ -155,15 +119,68 @@ def _tiers(value: object, where: str) -> tuple[int, ...]:
         except ValueError:
             tier = -1
         if tier <= 0:
-            raise ConfigurationError(
-                f"retry_tiers: {item!r} is not a positive number of milliseconds ({where})"
-            )
+            raise ValueError(f"{item!r} is not a positive number of milliseconds")
         if out and tier <= out[-1]:
-            raise ConfigurationError(
-                f"retry_tiers: must be strictly ascending, got {list(items)!r} ({where})"
-            )
+            raise ValueError(f"must be strictly ascending, got {list(items)!r}")
         out.append(tier)
     return tuple(out)
+
+
+def _tier_text(tiers: tuple[int, ...]) -> str:
+    return ",".join(map(str, tiers)) or "none"
+
+
+def _tiers(value: object, where: str) -> tuple[int, ...]:
+    try:
+        return tier_list(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"retry_tiers: {exc} ({where})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaOptions(URLOptions):
+    """The options of ``kafka://`` (query or keywords; docs/transports-kafka.md says why each)."""
+
+    transport: ClassVar[str] = "kafka"
+
+    group: str = DEFAULT_GROUP
+    """Consumer group of the workers."""
+    retry_tiers: tuple[int, ...] = option(DEFAULT_RETRY_TIERS_MS, parse=tier_list, format=_tier_text)
+    """Delays of the tier topics ``<queue>.retry.<n>``, ms, strictly ascending; ``none``: no delays."""
+    tier_policy: Literal["delay", "attempts"] = "delay"
+    """How ``retry`` picks a tier: by the runtime's delay or by attempts."""
+    reinject: bool = True
+    """Run the re-inject step of the tier topics inside ``reserve``."""
+    reinject_group: str = DEFAULT_REINJECT_GROUP
+    """Consumer group of that step."""
+    delivery_timeout: float = 30.0
+    """Seconds a write waits for the broker's delivery report."""
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    """Where a group with no committed offset starts."""
+    assignment_strategy: str = "cooperative-sticky"
+    """librdkafka's ``partition.assignment.strategy``."""
+    client_id: str | None = None
+    """librdkafka's ``client.id``."""
+    security_protocol: str | None = None
+    """librdkafka's ``security.protocol`` (``SASL_SSL`` when the URL has credentials)."""
+    sasl_mechanism: str | None = None
+    """librdkafka's ``sasl.mechanism`` (``PLAIN`` when the URL has credentials)."""
+    sasl_username: str | None = None
+    """librdkafka's ``sasl.username`` (else the URL's user)."""
+    sasl_password: str | None = None
+    """librdkafka's ``sasl.password`` (else the URL's password; secret)."""
+    ssl_ca_location: str | None = None
+    """librdkafka's ``ssl.ca.location``."""
+    config: Any = None
+    """More librdkafka properties, a mapping (keyword only; they win over everything)."""
+    client_module: Any = None
+    """A stand-in for the ``confluent_kafka`` module (keyword only; tests)."""
+
+    def constructor_options(self) -> dict[str, Any]:
+        """Keywords for :class:`KafkaTransport`: the options, the librdkafka ones (its
+        ``**client_options``) only when set."""
+        unset = {name for name in _CLIENT_OPTIONS if getattr(self, name) is None}
+        return self.values(without=unset)
 
 
 def _brokers(netloc: str, where: str) -> tuple[str, str | None, str | None]:
@@ -315,9 +332,9 @@ class KafkaTransport(BaseTransport):
         client_module: Any = None,
         **client_options: Any,
     ) -> None:
-        where = redact_kafka_url(url)
-        parts = _split(url, where)
-        if parts.scheme.lower() != "kafka":
+        link = TransportURL.split(url)
+        where, parts = link.shown(), link.parts
+        if link.scheme != "kafka":
             raise ConfigurationError(f"url: not a kafka:// URL ({where})")
         servers, user, password = _brokers(parts.netloc, where)
         if parts.query or parts.path.strip("/") or parts.fragment:
@@ -378,32 +395,13 @@ class KafkaTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> KafkaTransport:
         """``kafka://[user:password@]host:9092[,host2:9092]?group=babelqueue&retry_tiers=5000,30000``.
 
-        Query keys: ``group``, ``retry_tiers`` (ms, comma-separated; ``none`` = no delays),
-        ``tier_policy`` (``delay`` | ``attempts``), ``reinject`` (bool), ``reinject_group``,
-        ``delivery_timeout`` (s), ``auto_offset_reset``, ``assignment_strategy``, ``client_id``,
-        ``security_protocol``, ``sasl_mechanism``, ``sasl_username``, ``sasl_password``,
-        ``ssl_ca_location``. Keywords win over the URL; ``config`` (librdkafka properties) and
-        ``client_module`` (a stand-in for ``confluent_kafka``) are keywords only.
+        The options are :class:`KafkaOptions`; keywords win over the URL; ``config``
+        (librdkafka properties) and ``client_module`` (a stand-in for ``confluent_kafka``) are
+        keywords only.
         """
-        where = redact_kafka_url(url)
-        parts = _split(url, where)
-        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
-        merged.update(options)
-        kwargs: dict[str, Any] = {}
-        for key, value in merged.items():
-            if key == "reinject":
-                kwargs[key] = _flag(key, value, where)
-            elif key == "delivery_timeout":
-                try:
-                    kwargs[key] = float(value)
-                except (TypeError, ValueError):
-                    raise ConfigurationError(f"{key}: not a number: {value!r} ({where})") from None
-            elif key in _OWN_OPTIONS or key in _CLIENT_OPTIONS or key in ("config", "client_module"):
-                kwargs[key] = value
-            else:
-                raise ConfigurationError(f"{key}: not an option of the kafka transport ({where})")
-        base = f"kafka://{parts.netloc}"
-        return cls(base, **kwargs)
+        link = TransportURL.split(url)
+        parsed = KafkaOptions.parse(link, options)
+        return cls(f"kafka://{link.parts.netloc}", **parsed.constructor_options())
 
     def __repr__(self) -> str:
         return f"KafkaTransport({self._shown!r}, group={self.group!r})"

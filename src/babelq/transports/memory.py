@@ -20,10 +20,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-from urllib.parse import parse_qs, urlsplit
 
 from babelq.envelope import Envelope
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
+from babelq.transports.url_options import TransportURL, URLOptions
 
 
 class _Headed(bytes):
@@ -47,6 +47,16 @@ def _delivery(body: bytes, queue: str, lease: int, count: int) -> Delivery:
     return Delivery(
         body=body, queue=queue, receipt=lease, delivery_count=count, headers=headers, carried_headers=headers
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryOptions(URLOptions):
+    """The options of ``memory://`` (query or keywords)."""
+
+    transport: ClassVar[str] = "memory"
+
+    visibility_timeout: float = 30.0
+    """Seconds a reservation is held before it is handed out again."""
 
 
 @dataclass
@@ -73,16 +83,16 @@ class MemoryTransport(BaseTransport):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryTransport:
-        parts = urlsplit(url)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        if "visibility_timeout" in query:
-            options.setdefault("visibility_timeout", float(query["visibility_timeout"]))
-        name = parts.netloc + parts.path
+        """``memory://`` (a new instance) or ``memory://name`` (the process's instance of that
+        name; its options are those of the first open)."""
+        link = TransportURL.split(url)
+        parsed = MemoryOptions.parse(link, options)
+        name = link.parts.netloc + link.parts.path
         if not name:
-            return cls(**options)
+            return cls(**parsed.values())
         with cls._named_lock:
             if name not in cls._named:
-                cls._named[name] = cls(**options)
+                cls._named[name] = cls(**parsed.values())
             return cls._named[name]
 
     def _q(self, queue: str) -> _Queue:

@@ -66,15 +66,16 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 from urllib.error import HTTPError, URLError
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 from urllib.request import Request, urlopen
 
 from babelq.bindings import pulsar as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.url_options import TransportURL, URLOptions
 from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
@@ -89,19 +90,6 @@ _MAX_PREFETCH = 50_000
 #: undispatched messages (seconds); see :meth:`PulsarTransport.reserve`
 CONFIRM_LIMIT = 5.0
 _CONFIRM_SLICE = 0.05
-_BOOL_OPTIONS = ("tls_allow_insecure", "tls_validate_hostname", "ensure_subscription", "confirm_empty")
-_INT_OPTIONS = ("prefetch", "nack_delay_ms", "operation_timeout")
-_FLOAT_OPTIONS = ("ack_timeout", "admin_timeout")
-_STR_OPTIONS = (
-    "tenant",
-    "namespace",
-    "subscription",
-    "admin_url",
-    "token",
-    "tls_trust_certs",
-    "tls_cert",
-    "tls_key",
-)
 _DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651}
 _ADMIN_DEFAULTS = {"pulsar": ("http", 8080), "pulsar+ssl": ("https", 8443)}
 
@@ -110,15 +98,48 @@ class PulsarError(BabelqError):
     """The broker or its admin API refused a request, or could not be reached."""
 
 
-def _flag(key: str, value: object, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise ConfigurationError(f"{key}: not a boolean: {value!r} in {where}")
+@dataclass(frozen=True, slots=True)
+class PulsarOptions(URLOptions):
+    """The options of ``pulsar://`` and ``pulsar+ssl://`` (query or keywords)."""
+
+    transport: ClassVar[str] = "pulsar"
+
+    tenant: str = "public"
+    """Topics are ``persistent://<tenant>/<namespace>/<queue>``."""
+    namespace: str = "default"
+    """See ``tenant``."""
+    subscription: str = binding.SUBSCRIPTION
+    """The Shared subscription every SDK of the standard reads."""
+    prefetch: int = 1000
+    """The consumer's receive window and local buffer (1..50000)."""
+    nack_delay_ms: int = MIN_NACK_DELAY_MS
+    """How long after a ``release`` the client asks for redelivery (at least 100 ms)."""
+    ack_timeout: float = 0.0
+    """Seconds (0 off, else at least 10) after which the client redelivers what is not acked."""
+    ensure_subscription: bool = True
+    """Create the subscription before the first send to a topic."""
+    confirm_empty: bool = True
+    """Ask the admin API before a ``reserve`` answers "nothing"."""
+    admin_url: str | None = None
+    """The admin REST API (else the first host, port 8080, or https 8443 for ``pulsar+ssl``)."""
+    admin_timeout: float = 10.0
+    """Seconds per admin request."""
+    token: str | None = None
+    """JWT for the client and the admin API (secret)."""
+    tls_trust_certs: str | None = None
+    """``pulsar+ssl://``: CA file."""
+    tls_allow_insecure: bool = False
+    """``pulsar+ssl://``: accept any certificate."""
+    tls_validate_hostname: bool = False
+    """``pulsar+ssl://``: check the certificate's host name."""
+    tls_cert: str | None = None
+    """``pulsar+ssl://``: client certificate file (with ``tls_key``)."""
+    tls_key: str | None = None
+    """``pulsar+ssl://``: client key file (with ``tls_cert``)."""
+    operation_timeout: int = 30
+    """The client's operation timeout, seconds."""
+    client: Any = None
+    """A ready ``pulsar.Client`` (keyword only)."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -259,33 +280,12 @@ class PulsarTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> PulsarTransport:
         """``pulsar://host:6650?prefetch=500&admin_url=http://host:8080`` (``pulsar+ssl://`` for TLS).
 
-        Query keys (and keyword options, which win): ``tenant``, ``namespace``,
-        ``subscription``, ``prefetch``, ``nack_delay_ms``, ``ack_timeout``,
-        ``ensure_subscription``, ``confirm_empty``, ``admin_url``, ``admin_timeout``, ``token``,
-        ``tls_trust_certs``, ``tls_allow_insecure``, ``tls_validate_hostname``, ``tls_cert``,
-        ``tls_key``, ``operation_timeout``; ``client`` (keyword only) is a ready
-        ``pulsar.Client``. Anything else is refused, naming the key.
+        The options are :class:`PulsarOptions` (keywords win over the query); ``client``
+        (keyword only) is a ready ``pulsar.Client``. Anything else is refused, naming the key.
         """
-        where = redact(url)
-        parts = urlsplit(url)
-        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
-        merged.update(options)
-        kwargs: dict[str, Any] = {}
-        for key, value in merged.items():
-            if key in _BOOL_OPTIONS:
-                kwargs[key] = _flag(key, value, where)
-            elif key in _INT_OPTIONS or key in _FLOAT_OPTIONS:
-                kind = int if key in _INT_OPTIONS else float
-                try:
-                    kwargs[key] = kind(value)
-                except (TypeError, ValueError):
-                    raise ConfigurationError(f"{key}: not a number: {value!r} in {where}") from None
-            elif key in _STR_OPTIONS or key == "client":
-                kwargs[key] = value
-            else:
-                raise ConfigurationError(f"{key}: not an option of the pulsar transport ({where})")
-        service = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-        return cls(service, **kwargs)
+        link = TransportURL.split(url)
+        parsed = PulsarOptions.parse(link, options)
+        return cls(link.with_query(()), **parsed.values())
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:

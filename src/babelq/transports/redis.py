@@ -42,7 +42,9 @@ default, is the ``:delayed`` set above, which the babelqueue SDK's default layou
 ``lease`` parks it as a reservation due at its time, which either SDK's sweep brings back;
 ``ready`` ignores the delay; see docs/transports-redis.md). ``laravel=1`` (or
 ``laravel_compat=1``) opens the Laravel-compatible layout instead
-(:mod:`babelq.transports.redis_laravel`). Other query parameters go to redis-py;
+(:mod:`babelq.transports.redis_laravel`). redis-py's connection options
+(:data:`~babelq.transports.redis_options.CLIENT_OPTIONS`: ``socket_timeout``, ``ssl_cert_reqs``...)
+go to redis-py; any other key is refused (:mod:`babelq.transports.redis_options`).
 ``socket_connect_timeout`` defaults to :data:`CONNECT_TIMEOUT` so an unreachable host fails
 an open in seconds, not after the operating system's minutes-long connect timeout.
 
@@ -69,13 +71,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, get_args
 
 from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
 from babelq.envelope import Envelope
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
+from babelq.transports.redis_options import DelayMode, RedisOptions, client_url
+from babelq.transports.url_options import TransportURL
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
@@ -436,28 +439,8 @@ end
 return total
 """
 
-_OPTIONS: dict[str, type] = {
-    "prefix": str,
-    "visibility_timeout": float,
-    "poll_interval": float,
-    "sweep_limit": int,
-    "delays": str,
-}
-
 #: Where the default layout keeps a delayed body (the ``delays`` option; see docs/transports-redis.md)
-DELAY_MODES = ("own", "lease", "ready")
-
-#: URL options that select the Laravel-compatible layout (the babelqueue SDK's spellings)
-_LARAVEL_OPTIONS = ("laravel", "laravel_compat")
-
-
-def _flag(key: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    raise ConfigurationError(f"url: option {key!r}: {raw!r} is not a valid flag (use 1 or 0)")
+DELAY_MODES: tuple[str, ...] = get_args(DelayMode)
 
 
 def _token() -> str:
@@ -666,34 +649,20 @@ class RedisTransport(BaseTransport):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisTransport | RedisLaravelTransport:
-        """Our options are taken out of the query; the rest of the URL goes to redis-py.
+        """Our options are taken out of the query; redis-py's stay in the URL it opens; any other
+        key is refused (:class:`~babelq.transports.redis_options.RedisOptions`).
 
         ``laravel=1`` (or ``laravel_compat=1``, the babelqueue SDK's spellings) opens the
         Laravel-compatible layout instead (:mod:`babelq.transports.redis_laravel`).
         """
-        parts = urlsplit(url)
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        laravel = any(_flag(key, raw) for key, raw in pairs if key in _LARAVEL_OPTIONS)
-        if laravel:
+        link = TransportURL.split(url)
+        parsed = RedisOptions.parse(link, options)
+        if parsed.wants_laravel:
             from babelq.transports.redis_laravel import RedisLaravelTransport
 
-            return RedisLaravelTransport.from_url(url, **options)
-        passthrough: list[tuple[str, str]] = []
-        for key, raw in pairs:
-            if key in _LARAVEL_OPTIONS:
-                continue
-            convert = _OPTIONS.get(key)
-            if convert is None:
-                passthrough.append((key, raw))
-                continue
-            try:
-                options.setdefault(key, convert(raw))
-            except ValueError as exc:
-                raise ConfigurationError(
-                    f"url: option {key!r}: {raw!r} is not a valid {convert.__name__}"
-                ) from exc
-        client_url = urlunsplit(parts._replace(query=urlencode(passthrough)))
-        return cls(client_url, **options)
+            return RedisLaravelTransport.from_options(link, parsed, options)
+        own = parsed.layout_options("prefix", "visibility_timeout", "poll_interval", "sweep_limit", "delays")
+        return cls(client_url(link, options), **own)
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._owns_client:

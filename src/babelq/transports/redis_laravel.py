@@ -52,13 +52,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from babelq.bindings.redis import LARAVEL_PREFIX, LaravelKeys, laravel_keys, unframe
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
-from babelq.transports.redis import CONNECT_TIMEOUT, _flag, _translated
+from babelq.transports.redis import CONNECT_TIMEOUT, _translated
+from babelq.transports.redis_options import RedisOptions, client_url
+from babelq.transports.url_options import TransportURL
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
@@ -166,14 +167,6 @@ for i = 2, #ARGV do
 end
 return held
 """
-
-_OPTIONS: dict[str, type] = {
-    "prefix": str,
-    "visibility_timeout": float,
-    "poll_interval": float,
-    "sweep_limit": int,
-}
-
 
 @dataclass(frozen=True, slots=True)
 class _Reserved:
@@ -293,39 +286,25 @@ class RedisLaravelTransport(BaseTransport):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisLaravelTransport:
-        """Our options (and ``laravel``/``laravel_compat``) are taken out of the query; the rest
-        goes to redis-py. ``retry_after`` is the babelqueue SDK's name for ``visibility_timeout``."""
-        parts = urlsplit(url)
-        passthrough: list[tuple[str, str]] = []
-        for given, raw in parse_qsl(parts.query, keep_blank_values=True):
-            key = given
-            if key in ("laravel", "laravel_compat"):
-                _flag(key, raw)
-                continue
-            if key == "delays":
-                raise ConfigurationError(
-                    "url: option 'delays' is for the default layout; the Laravel layout always keeps "
-                    "delayed messages in <queue>:delayed, shared with the babelqueue SDK"
-                )
-            if key == "retry_after":
-                if raw.strip().lower() in ("null", "none"):
-                    raise ConfigurationError(
-                        "url: option 'retry_after': null (reservations that never lapse) is not "
-                        "supported by babelq; give a number of seconds"
-                    )
-                key = "visibility_timeout"
-            convert = _OPTIONS.get(key)
-            if convert is None:
-                passthrough.append((key, raw))
-                continue
-            try:
-                options.setdefault(key, convert(raw))
-            except ValueError as exc:
-                raise ConfigurationError(
-                    f"url: option {key!r}: {raw!r} is not a valid {convert.__name__}"
-                ) from exc
-        client_url = urlunsplit(parts._replace(query=urlencode(passthrough)))
-        return cls(client_url, **options)
+        """Our options (and ``laravel``/``laravel_compat``) are taken out of the query; redis-py's
+        stay in the URL it opens (:class:`~babelq.transports.redis_options.RedisOptions`).
+        ``retry_after`` is the babelqueue SDK's name for ``visibility_timeout``."""
+        link = TransportURL.split(url)
+        return cls.from_options(link, RedisOptions.parse(link, options), options)
+
+    @classmethod
+    def from_options(
+        cls, link: TransportURL, parsed: RedisOptions, keywords: dict[str, Any]
+    ) -> RedisLaravelTransport:
+        """The transport ``link`` and its ``parsed`` options describe (``keywords``: the keyword
+        options they were parsed from, for redis-py's)."""
+        if parsed.delays is not None:
+            raise ConfigurationError(
+                "delays: an option of the default layout; the Laravel layout always keeps delayed "
+                f"messages in <queue>:delayed, shared with the babelqueue SDK, in {link.shown()}"
+            )
+        own = parsed.layout_options("prefix", "visibility_timeout", "poll_interval", "sweep_limit")
+        return cls(client_url(link, keywords), **own)
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._owns_client:

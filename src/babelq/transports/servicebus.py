@@ -47,14 +47,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Any, ClassVar, Final
 
 from babelq.bindings import asb as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
-from babelq.urls import MASK, redact, redact_text
+from babelq.transports.url_options import TransportURL, URLOptions
+from babelq.urls import MASK, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +74,6 @@ DEFAULT_LOCK_SECONDS: Final = 60.0
 DEFAULT_MAX_DELIVERY_COUNT: Final = 100
 _INT32: Final = range(-(2**31), 2**31)
 
-_SECRET_OPTIONS: Final = frozenset({"connection_string", "shared_access_key", "sas_token"})
-_STR_OPTIONS: Final = ("connection_string", "shared_access_key_name", "shared_access_key", "sas_token")
-_OBJECT_OPTIONS: Final = ("client", "admin_client", "credential")
 # key=value secrets inside connection strings and SAS tokens
 _CONNECTION_SECRET = re.compile(r"(?i)(SharedAccessKey|SharedAccessSignature|sig)(\s*[=\s]\s*)([^;&\s'\"]+)")
 
@@ -88,27 +85,37 @@ def redact_servicebus(text: str) -> str:
 
 
 def display_url(url: str) -> str:
-    """``url`` fit to show a person: password, ``connection_string``, keys and SAS token masked."""
-    parts = urlsplit(url)
-    if parts.query:
-        pairs = parse_qsl(parts.query, keep_blank_values=True)
-        if any(k.lower() in _SECRET_OPTIONS and v for k, v in pairs):
-            query = "&".join(
-                f"{k}={MASK}" if k.lower() in _SECRET_OPTIONS and v else f"{k}={v}" for k, v in pairs
-            )
-            url = parts._replace(query=query).geturl()
-    return redact_servicebus(redact(url))
+    """``url`` fit to show a person: password, ``connection_string``, keys and SAS token masked
+    (all secret parameters of :func:`babelq.urls.redact`), and any key text left in the path."""
+    return redact_servicebus(TransportURL.split(url).shown())
 
 
-def _flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
+@dataclass(frozen=True, slots=True)
+class ServiceBusOptions(URLOptions):
+    """The options of ``sb://`` / ``servicebus://`` (query or keywords)."""
+
+    transport: ClassVar[str] = "sb"
+
+    connection_string: str | None = None
+    """``Endpoint=sb://...;SharedAccessKeyName=...;SharedAccessKey=...`` (secret)."""
+    shared_access_key_name: str | None = None
+    """A SAS policy name (else the URL's user); with ``shared_access_key``."""
+    shared_access_key: str | None = None
+    """That policy's key (else the URL's password; secret)."""
+    sas_token: str | None = None
+    """A ready ``SharedAccessSignature ...`` token (secret)."""
+    visibility_timeout: float | None = None
+    """Lock duration of the queues this transport creates, seconds (else the broker's 60)."""
+    create_queues: bool = True
+    """Create a missing queue (and its ``.dlq``) on first use."""
+    max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
+    """MaxDeliveryCount of the queues this transport creates (at least 1)."""
+    credential: Any = None
+    """Any azure-core credential (keyword only)."""
+    client: Any = None
+    """A ready ``ServiceBusClient`` (keyword only)."""
+    admin_client: Any = None
+    """A ready ``ServiceBusAdministrationClient`` (keyword only)."""
 
 
 def _amqp_long(value: object) -> object:
@@ -215,50 +222,19 @@ class ServiceBusTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> ServiceBusTransport:
         """``sb://<namespace>.servicebus.windows.net?shared_access_key_name=...&shared_access_key=...``.
 
-        Credentials, first found wins: ``connection_string`` (option or the
-        ``AZURE_SERVICEBUS_CONNECTION_STRING`` environment variable, which babelqueue reads
-        too); ``shared_access_key_name`` + ``shared_access_key`` (also as the URL's user and
-        password: ``sb://RootManageSharedAccessKey:<key>@ns.servicebus.windows.net``);
-        ``sas_token``; a ``credential`` object (keyword only, e.g. azure-identity's). Other
-        options: ``visibility_timeout`` (lock duration of queues it creates, seconds),
-        ``create_queues`` (default true), ``max_delivery_count`` (of queues it creates).
+        The options are :class:`ServiceBusOptions`. Credentials, first found wins:
+        ``connection_string`` (option or the ``AZURE_SERVICEBUS_CONNECTION_STRING`` environment
+        variable, which babelqueue reads too); ``shared_access_key_name`` + ``shared_access_key``
+        (also as the URL's user and password: ``sb://RootManageSharedAccessKey:<key>@ns.servicebus.windows.net``);
+        ``sas_token``; a ``credential`` object (keyword only, e.g. azure-identity's).
         """
-        parts = urlsplit(url)
-        shown = display_url(url)
-        merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
-        if parts.username and "shared_access_key_name" not in merged:
-            merged["shared_access_key_name"] = unquote(parts.username)
-        if parts.password and "shared_access_key" not in merged:
-            merged["shared_access_key"] = unquote(parts.password)
-        merged.update(options)
-        kwargs: dict[str, Any] = {}
-        for key, value in merged.items():
-            if key in _STR_OPTIONS or key in _OBJECT_OPTIONS:
-                kwargs[key] = value
-            elif key == "visibility_timeout":
-                try:
-                    kwargs[key] = float(value)
-                except (TypeError, ValueError):
-                    raise ConfigurationError(
-                        f"visibility_timeout: not a number: {value!r} in {shown}"
-                    ) from None
-            elif key == "max_delivery_count":
-                try:
-                    kwargs[key] = int(value)
-                except (TypeError, ValueError):
-                    raise ConfigurationError(
-                        f"max_delivery_count: not an integer: {value!r} in {shown}"
-                    ) from None
-                if kwargs[key] < 1:
-                    raise ConfigurationError(f"max_delivery_count: must be at least 1 in {shown}")
-            elif key == "create_queues":
-                try:
-                    kwargs[key] = _flag(value)
-                except ValueError:
-                    raise ConfigurationError(f"create_queues: not a boolean: {value!r} in {shown}") from None
-            else:
-                raise ConfigurationError(f"{key}: not an option of the sb transport ({shown})")
-        return cls(parts.hostname or None, url=url, **kwargs)
+        link = TransportURL.split(url)
+        from_userinfo = {"shared_access_key_name": link.username, "shared_access_key": link.password}
+        implied = {name: value for name, value in from_userinfo.items() if value}
+        parsed = ServiceBusOptions.parse(link, options, implied=implied)
+        if parsed.max_delivery_count < 1:
+            raise ConfigurationError(f"max_delivery_count: must be at least 1 in {display_url(url)}")
+        return cls(link.hostname or None, url=url, **parsed.values())
 
     def _build_client(self) -> Any:
         from azure.servicebus import ServiceBusClient  # lazy: only when this transport is used

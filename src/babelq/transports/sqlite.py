@@ -59,11 +59,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote
 
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
+from babelq.transports.url_options import TransportURL, URLOptions
 
 log = logging.getLogger(__name__)
 
@@ -168,15 +169,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _flag(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
-
-
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -233,6 +225,24 @@ def tag_lease(tag: str) -> int:
 
 def _unusable(path: str, reason: str) -> ConfigurationError:
     return ConfigurationError(f"path: cannot open the sqlite database {path!r}: {' '.join(reason.split())}")
+
+
+@dataclass(frozen=True, slots=True)
+class SQLiteOptions(URLOptions):
+    """The options of ``sqlite://`` (query or keywords; the module docstring says why each)."""
+
+    transport: ClassVar[str] = "sqlite"
+
+    visibility_timeout: float = 30.0
+    """Seconds a reservation is held before it is handed out again."""
+    busy_timeout: float = 30.0
+    """Seconds to wait for another process's write lock."""
+    poll_interval: float = 0.05
+    """Seconds between looks for other processes' publishes while ``reserve`` waits."""
+    synchronous: str = "NORMAL"
+    """SQLite's ``PRAGMA synchronous`` (any case; the constructor checks the name)."""
+    create: bool = True
+    """Create a missing database file (publishers) or refuse it (consumers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,26 +328,9 @@ class SQLiteTransport(BaseTransport):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteTransport:
         """``sqlite:///abs/path.db`` (three slashes: absolute), ``sqlite://rel/path.db`` (relative)."""
-        parts = urlsplit(url)
-        path = unquote(parts.netloc + parts.path)
-        converters: dict[str, Callable[[str], Any]] = {
-            "visibility_timeout": float,
-            "busy_timeout": float,
-            "poll_interval": float,
-            "synchronous": str,
-            "create": _flag,
-        }
-        for key, raw in parse_qsl(parts.query, keep_blank_values=True):
-            convert = converters.get(key)
-            if convert is None:
-                known = ", ".join(converters)
-                raise ConfigurationError(f"url: unknown sqlite option {key!r}; known: {known}")
-            try:
-                options.setdefault(key, convert(raw))
-            except ValueError as exc:
-                kind = "a boolean" if key == "create" else "a number"
-                raise ConfigurationError(f"url: option {key!r}: {raw!r} is not {kind}") from exc
-        return cls(path, **options)
+        link = TransportURL.split(url)
+        parsed = SQLiteOptions.parse(link, options)
+        return cls(unquote(link.parts.netloc + link.parts.path), **parsed.values())
 
     def _options(self) -> dict[str, Any]:
         return {

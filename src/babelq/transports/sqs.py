@@ -40,13 +40,13 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, ClassVar
 
 from babelq.bindings import sqs as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.url_options import TransportURL, URLOptions
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +64,36 @@ MAX_WAIT_SECONDS = 20
 _SHORT_POLL = 0.1
 #: per-entry error codes that mean "this receipt handle no longer holds the message"
 _LAPSED_CODES = frozenset({"ReceiptHandleIsInvalid", "InvalidReceiptHandle", "MessageNotInflight"})
-_BOOL_OPTIONS = ("create_queues", "content_based_dedup")
-_FLOAT_OPTIONS = ("visibility_timeout",)
-_STR_OPTIONS = (
-    "endpoint_url",
-    "region",
-    "group_id",
-    "aws_access_key_id",
-    "aws_secret_access_key",
-    "aws_session_token",
-    "profile",
-)
+
+
+@dataclass(frozen=True, slots=True)
+class SQSOptions(URLOptions):
+    """The options of ``sqs://`` (query or keywords)."""
+
+    transport: ClassVar[str] = "sqs"
+
+    endpoint_url: str | None = None
+    """Another endpoint than AWS's (LocalStack, moto)."""
+    region: str | None = None
+    """AWS region (else the URL's host, else boto3's configuration)."""
+    visibility_timeout: float | None = None
+    """Lease of a receive, seconds; ``None``: the queue's own setting."""
+    create_queues: bool = True
+    """Create a missing queue on first use (false: a ConfigurationError)."""
+    group_id: str | None = None
+    """``MessageGroupId`` of FIFO sends (else ``meta.sharding_key``, else the queue name)."""
+    content_based_dedup: bool = False
+    """FIFO queues this transport creates deduplicate by content."""
+    aws_access_key_id: str | None = None
+    """Credentials (else boto3's chain)."""
+    aws_secret_access_key: str | None = None
+    """Credentials (secret)."""
+    aws_session_token: str | None = None
+    """Credentials (secret)."""
+    profile: str | None = None
+    """A named profile of the AWS configuration files."""
+    client: Any = None
+    """A ready boto3 SQS client (keyword only)."""
 
 
 class SQSError(BabelqError):
@@ -125,10 +144,6 @@ def physical_name(queue: str) -> str:
         stem = stem[: -len(binding.FIFO_SUFFIX)]
     name = stem.replace(".", "-") + ("-dlq" if dlq else "")
     return name + binding.FIFO_SUFFIX if fifo else name
-
-
-def _flag(value: object) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
 
 
 def _chunks(entries: Sequence[_Entry]) -> Iterator[list[_Entry]]:
@@ -230,26 +245,13 @@ class SQSTransport(BaseTransport):
     def from_url(cls, url: str, **options: Any) -> SQSTransport:
         """``sqs://[region]?endpoint_url=http://127.0.0.1:4566&region=eu-west-1&visibility_timeout=30``.
 
-        Other query keys: ``create_queues``, ``group_id``, ``content_based_dedup``,
-        ``aws_access_key_id``, ``aws_secret_access_key``, ``aws_session_token``, ``profile``.
-        Credentials default to boto3's chain (environment, profile, instance role).
+        The options are :class:`SQSOptions`; the URL's host is the region unless the query or a
+        keyword names one. Credentials default to boto3's chain (environment, profile, instance role).
         """
-        parts = urlsplit(url)
-        merged: dict[str, Any] = dict(parse_qsl(parts.query))
-        if parts.hostname and "region" not in merged:
-            merged["region"] = parts.hostname
-        merged.update(options)
-        kwargs: dict[str, Any] = {}
-        for key, value in merged.items():
-            if key in _BOOL_OPTIONS:
-                kwargs[key] = value if isinstance(value, bool) else _flag(value)
-            elif key in _FLOAT_OPTIONS:
-                kwargs[key] = float(value)
-            elif key in _STR_OPTIONS or key == "client":
-                kwargs[key] = value
-            else:
-                raise ConfigurationError(f"{key}: not an option of the sqs transport")
-        return cls(**kwargs)
+        link = TransportURL.split(url)
+        implied = {"region": link.hostname} if link.hostname else {}
+        parsed = SQSOptions.parse(link, options, implied=implied)
+        return cls(**parsed.values())
 
     # -- queues -----------------------------------------------------------------------
     def queue_url(self, queue: str) -> str:

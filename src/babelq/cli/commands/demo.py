@@ -1,7 +1,8 @@
 """``babelq demo``: generate a bulk payments file, ingest and settle it on local Spark, reconcile.
 
 Exit code 0 when the reconciliation balances (every row posted, rejected or dead-lettered,
-each valid payment in the ledger exactly once), 1 when it does not.
+each valid payment in the ledger exactly once, every currency's value adding up), 1 when it does
+not; 2 for a usage error, and when an export asked for by name (``--export png|pdf``) failed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Subparsers) -> None:
+    from babelq.pipelines.report_export import CHOICES  # standard library only: cheap at --help
+
     parser = subparsers.add_parser(
         "demo",
         help="run the payment pipeline end to end on local Spark and reconcile",
@@ -44,6 +47,13 @@ def register(subparsers: Subparsers) -> None:
         help="the ledger: postgresql://... (needed on a cluster; this run gets tables of its own) or an "
         "SQLite file (default: ledger.db in --out, local mode only)",
     )
+    parser.add_argument(
+        "--export",
+        choices=CHOICES,
+        default="auto",
+        help="a picture of report.html beside it, made by headless Chromium: png, pdf, none, or auto (png "
+        "when Chromium is found, else a log line) (default: auto)",
+    )
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -61,6 +71,7 @@ def show_progress() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.demo import render_text, run_demo
+    from babelq.pipelines.report_export import FORMATS, resolve_export
 
     if args.rows < 1:
         print("babelq demo: --rows must be >= 1", file=sys.stderr)
@@ -68,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     broker = broker_url(args)
     # --conf syntax; a named cluster master vs the SQLite ledger (the default) or a relative SQLite broker
     conf = check_before_spark(args, broker=broker, ledger=args.ledger or Path(args.out, "ledger.db"))
+    resolve_export(args.export, option="--export")  # --export png without Chromium: one line, before Spark
     show_progress()
     result = run_demo(
         rows=args.rows,
@@ -78,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         ledger=args.ledger,
         master=args.master,
         spark_conf=conf,
+        export=args.export,
     )
     write(render_text(result))
+    if args.export in FORMATS and result.exported is None:
+        print(f"babelq demo: error: --export {args.export}: {result.export_note}", file=sys.stderr)
+        return 2
     return 0 if result.balanced else 1

@@ -128,5 +128,27 @@ def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None
 
 
 def deliveries_to_arrow(deliveries: Sequence[Delivery], reserved_at: int, batch_id: int, read_by: str) -> Any:
-    """:func:`to_arrow` of an executor's own deliveries (no intermediate rows)."""
-    return to_arrow(to_rows(deliveries), reserved_at, batch_id, read_by)
+    """The Arrow batch of an executor's own deliveries, column by column: the same values
+    :func:`to_arrow` gives for :func:`to_rows` of them, without a row object per message (the
+    executors' read of a 100k micro-batch spent about half its Python time building those)."""
+    import pyarrow as pa
+
+    n = len(deliveries)
+    if any(d.reconcile is not None for d in deliveries):
+        attempts = [min(d.attempts(0), _INT_MAX) for d in deliveries]
+    else:  # no broker count to reconcile: the body's own attempts rule (0 here)
+        attempts = [0] * n
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([d.body for d in deliveries], pa.binary()),
+            pa.array([d.queue for d in deliveries], pa.string()),
+            pa.array([d.delivery_count for d in deliveries], pa.int32()),
+            pa.array([d.stored_at for d in deliveries], pa.int64()),
+            pa.array([d.store_host for d in deliveries], pa.string()),
+            pa.array([reserved_at] * n, pa.int64()),
+            pa.array([batch_id] * n, pa.int64()),
+            pa.array(attempts, pa.int32()),
+            pa.array([read_by] * n, pa.string()),
+        ],
+        names=_NAMES,
+    )

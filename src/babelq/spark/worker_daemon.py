@@ -1,0 +1,51 @@
+"""Spark's Python worker daemon, importing pyspark from its installed, precompiled files.
+
+Spark starts every Python worker with ``$SPARK_HOME/python/lib/pyspark.zip`` first on its path.
+When pyspark is pip-installed, ``$SPARK_HOME`` *is* the installed package, so the zip holds the
+very same modules as the package directory beside it, but Python cannot cache compiled bytecode
+inside a zip: every new worker process compiles the pyspark modules it imports from source
+(measured on the development machine: ``pyspark.worker`` 0.99 s from the zip, 0.18 s installed;
+the data source planner 1.27 s against 0.32 s), and Spark starts a separate daemon per worker
+module (the data source's writer, its commit, its planner, UDFs...), each paying again.
+
+:func:`babelq.spark.session.get_session` names this module as ``spark.python.daemon.module``.
+It drops the zip from ``sys.path`` only when the zip is the installed package's own copy
+(``<pyspark package>/python/lib/pyspark.zip``, so the same version by construction), then runs
+pyspark's own daemon unchanged. With any other ``$SPARK_HOME`` (a Spark distribution) the path
+is left as Spark built it.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+
+def _package_owns(zip_path: str) -> bool:
+    """Whether ``zip_path`` is ``<an installed pyspark package>/python/lib/pyspark.zip``."""
+    home = os.path.dirname(os.path.dirname(os.path.dirname(zip_path)))
+    return os.path.basename(home) == "pyspark" and os.path.isfile(os.path.join(home, "daemon.py")) \
+        and os.path.isfile(os.path.join(home, "__init__.py"))
+
+
+def installed_pyspark_first(path: list[str]) -> list[str]:
+    """``path`` without the zipped pyspark whose installed package is also on ``path``."""
+    on_path = {os.path.realpath(entry) for entry in path if entry}
+    kept = []
+    for entry in path:
+        if os.path.basename(entry) == "pyspark.zip" and _package_owns(entry):
+            home = os.path.dirname(os.path.dirname(os.path.dirname(entry)))
+            if os.path.realpath(os.path.dirname(home)) in on_path:  # the installed copy is found instead
+                continue
+        kept.append(entry)
+    return kept
+
+
+def main() -> None:
+    sys.path[:] = installed_pyspark_first(sys.path)
+    runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
