@@ -1,8 +1,10 @@
-"""ISO 4217 alphabetic codes accepted in a bulk file (active currencies, funds codes excluded),
+"""ISO 4217 alphabetic codes a payment may be in (active currencies, funds codes excluded),
 and each one's minor unit.
 
-A fixed list rather than a lookup: ingest must reject an unknown code before publishing,
-and a payment in a mistyped currency is a compliance incident, not a formatting nit.
+The ``enum`` of the transfer schema's ``currency`` (:mod:`babelq.pipelines.transfer_schema`), so
+ingest (``currency_unknown``) and settle accept the same codes. A fixed list rather than a lookup:
+ingest must reject an unknown code before publishing, and a payment in a mistyped currency is a
+compliance incident, not a formatting nit.
 
 Amounts travel as integers of the currency's minor unit (``amount_cents``); how many decimals
 that unit has is ISO 4217's, not always two: JPY has none and KWD three. A report that printed

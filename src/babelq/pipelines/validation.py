@@ -5,6 +5,13 @@ array of the rules it breaks, in rule order, so a rejected row says everything w
 at once. Amounts are integer cents written as digits: ``12.50``, ``1e3`` or a float column
 are rejected, never rounded. Duplicate references keep the first occurrence in file order
 and reject the later ones.
+
+The payment rules are not written here: the currency list, the BSB and account patterns and the
+amount bounds are read from the transfer schema (:func:`~babelq.pipelines.transfer_schema.field_schema`),
+its patterns run through the schema check's own translation to Java regexes
+(:func:`~babelq.spark.schema_check.java_regex`, so ``rlike`` finds what jsonschema's ``re.search``
+finds). What is left here is what the schema cannot say about a CSV cell: blank cells, amounts
+written as digits, ``ttl_seconds`` and ``requested_at``, and duplicate references.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from babelq.pipelines.currencies import ISO_4217
+from babelq.errors import ConfigurationError
+from babelq.pipelines.transfer_schema import field_schema
+from babelq.spark.schema_check import java_regex
 
 FIELDS = (
     "payment_reference", "amount_cents", "currency", "debtor_bsb", "debtor_account",
@@ -20,17 +29,30 @@ FIELDS = (
 )
 OPTIONAL_FIELDS = ("requested_at", "ttl_seconds", "narrative")
 
-BSB = r"^[0-9]{3}-[0-9]{3}$"
-ACCOUNT = r"^[0-9]{6,10}$"
-DIGITS = r"^-?[0-9]{1,18}$"
+DIGITS = r"^-?[0-9]{1,18}$"  # an amount cell as written: an integer, before it is read as a long
+
+_AMOUNT = field_schema("amount_cents")
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-payment limits (integer cents)."""
+    """Per-payment limits (integer cents) of one ingest run, within the transfer schema's bounds.
 
-    min_amount_cents: int = 1
-    max_amount_cents: int = 100_000_000  # 1,000,000.00
+    The schema's ``amount_cents`` ``minimum`` and ``maximum`` are the defaults and the outer
+    limits: settle holds every transfer to the schema, so a run may narrow the range (a file of
+    small payments only) but not widen it, which would publish payments settle dead-letters.
+    """
+
+    min_amount_cents: int = _AMOUNT["minimum"]
+    max_amount_cents: int = _AMOUNT["maximum"]
+
+    def __post_init__(self) -> None:
+        low, high = _AMOUNT["minimum"], _AMOUNT["maximum"]
+        if not low <= self.min_amount_cents <= self.max_amount_cents <= high:
+            raise ConfigurationError(
+                f"amount limits {self.min_amount_cents}..{self.max_amount_cents} cents must lie within the "
+                f"transfer schema's {low}..{high} (a limit may narrow the schema's range, not widen it)"
+            )
 
 
 def normalise(df: Any) -> Any:
@@ -50,6 +72,14 @@ def _blank(col: Any) -> Any:
     from pyspark.sql import functions as sf
 
     return col.isNull() | (sf.length(col) == 0)
+
+
+def _breaks_pattern(field: str) -> Any:
+    """True when the field is filled in but does not match its pattern in the transfer schema."""
+    from pyspark.sql import functions as sf
+
+    pattern = java_regex(field_schema(field)["pattern"], f"#/properties/{field}/pattern")
+    return ~_blank(sf.col(field)) & ~sf.col(field).rlike(pattern)
 
 
 def rule_columns(limits: Limits) -> list[tuple[str, Any]]:
@@ -73,13 +103,12 @@ def rule_columns(limits: Limits) -> list[tuple[str, Any]]:
         ("amount_not_integer", _blank(amount) | ~amount.rlike(DIGITS)),
         ("amount_out_of_range", amount.rlike(DIGITS) & (
             as_long.isNull() | (as_long < limits.min_amount_cents) | (as_long > limits.max_amount_cents))),
-        ("currency_unknown", ~_blank(sf.col("currency")) & ~sf.col("currency").isin(*sorted(ISO_4217))),
-        ("debtor_bsb_invalid", ~_blank(sf.col("debtor_bsb")) & ~sf.col("debtor_bsb").rlike(BSB)),
-        ("creditor_bsb_invalid", ~_blank(sf.col("creditor_bsb")) & ~sf.col("creditor_bsb").rlike(BSB)),
-        ("debtor_account_invalid",
-         ~_blank(sf.col("debtor_account")) & ~sf.col("debtor_account").rlike(ACCOUNT)),
-        ("creditor_account_invalid",
-         ~_blank(sf.col("creditor_account")) & ~sf.col("creditor_account").rlike(ACCOUNT)),
+        ("currency_unknown",
+         ~_blank(sf.col("currency")) & ~sf.col("currency").isin(*field_schema("currency")["enum"])),
+        ("debtor_bsb_invalid", _breaks_pattern("debtor_bsb")),
+        ("creditor_bsb_invalid", _breaks_pattern("creditor_bsb")),
+        ("debtor_account_invalid", _breaks_pattern("debtor_account")),
+        ("creditor_account_invalid", _breaks_pattern("creditor_account")),
         ("ttl_invalid",
          ~_blank(ttl) & (~ttl.rlike(r"^[0-9]{1,9}$") | (sf.expr("try_cast(ttl_seconds AS INT)") < 1))),
         ("requested_at_invalid", ~_blank(requested) & ~requested.rlike(r"^[0-9]{1,15}$")),

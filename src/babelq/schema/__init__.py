@@ -14,6 +14,9 @@ Validation is opt-in: a URN without a registered schema validates as-is.
 :func:`sensitive_paths` lists the fields a schema marks ``"x-gdpr-sensitive"``
 (``true`` or a category string).
 
+:func:`quick_check` compiles a schema of :mod:`babelq.schema.subset` into a cheap accept-only
+Python test for a hot path (settle's transfer check), with the full validator behind it.
+
 The runtime's checks (:mod:`babelq.schema.middleware`): :class:`CheckSchema` dead-letters a
 consumed message whose data breaks its schema, :class:`CheckSchemaOnPublish` refuses such a
 publish with :class:`SchemaViolationError`. They are imported on first use, so importing
@@ -22,6 +25,7 @@ publish with :class:`SchemaViolationError`. They are imported on first use, so i
 
 from typing import Any
 
+from babelq.schema.quick import quick_check
 from babelq.schema.registry import SchemaRegistry, default_registry, validate
 from babelq.schema.sensitive import SENSITIVE_KEYWORD, sensitive_paths
 from babelq.schema.validation import compile_schema, validate_data
@@ -50,6 +54,7 @@ __all__ = [
     "SchemaViolationError",
     "compile_schema",
     "default_registry",
+    "quick_check",
     "sensitive_paths",
     "validate",
     "validate_data",
