@@ -68,7 +68,7 @@ def check_cluster_targets(
             raise ConfigurationError(
                 f"{broker_option}: {redact(broker)!r} is a relative SQLite path; on master {master} every "
                 "executor would open it in its own working directory. Give an absolute path on a disk "
-                "every host shares (sqlite:////shared/q.db) or a broker server (redis://...)"
+                "every host shares (sqlite:///shared/q.db) or a broker server (redis://...)"
             )
     if ledger is not None and _sqlite_ledger(ledger):
         raise ConfigurationError(
