@@ -185,3 +185,12 @@ def test_task_rate_is_over_the_recent_window() -> None:
     task._samples.clear()
     task._samples.extend([(now - 30, 0), (now, 30)])  # nothing inside the window but the last
     assert task.rate() == pytest.approx(1, rel=0.01)
+
+
+def test_a_session_whose_progress_cannot_be_read_only_loses_the_live_counts() -> None:
+    from babelq.pipelines.progress import watch_spark
+
+    task = Progress.lines().task("ingest.validate")
+    with watch_spark(object(), task):  # no JVM status store behind it
+        task.update(5)
+    assert task.done == 5

@@ -386,7 +386,12 @@ def watch_spark(spark: Any, task: Task, *, every: float = SPARK_POLL) -> Iterato
         return
     from babelq.spark.status import JobRows
 
-    jobs = JobRows(spark)
+    try:
+        jobs = JobRows(spark)
+    except Exception:  # a session without the JVM's status store (Spark Connect): counts at the end only
+        log.debug("Spark's progress cannot be read from this session", exc_info=True)
+        yield
+        return
     stop = threading.Event()
     row_total = task.total
 
