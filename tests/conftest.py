@@ -150,13 +150,33 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def demo_2000(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def demo_2000_progress() -> list[str]:
+    """The plain progress lines of the ``demo_2000`` run, a line for every change (filled when
+    ``demo_2000`` runs; ask for both)."""
+    return []
+
+
+@pytest.fixture(scope="session")
+def demo_2000(spark: Any, tmp_path_factory: pytest.TempPathFactory, demo_2000_progress: list[str]) -> Any:
     """One 2,000-row ``babelq demo`` on the shared session (its report exported to PNG when
     Chromium is there), for the tests that read its result and files (``tests/pipelines/test_demo.py``,
-    ``test_report.py``): the demo costs about a minute here, so it runs once."""
-    from babelq.pipelines.demo import run_demo
+    ``test_report.py``): the demo costs about a minute here, so it runs once. Its progress is
+    shown as plain lines into ``demo_2000_progress``."""
+    import logging
 
-    return run_demo(rows=2_000, out=tmp_path_factory.mktemp("demo") / "demo", spark=spark, timeout=300)
+    from babelq.pipelines.demo import run_demo
+    from babelq.pipelines.progress import Progress
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            demo_2000_progress.append(record.getMessage())
+
+    logger = logging.getLogger("babelq.tests.demo_2000.progress")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(Collect())
+    return run_demo(rows=2_000, out=tmp_path_factory.mktemp("demo") / "demo", spark=spark, timeout=300,
+                    progress=Progress.lines(every=0, logger=logger))
 
 
 @pytest.fixture(scope="session")

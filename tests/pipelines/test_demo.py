@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -28,22 +29,29 @@ def test_demo_balances_at_2000_rows(demo_2000: Any) -> None:
     assert "BALANCED" in render_text(result)
 
 
-def test_heartbeat_logs_progress_and_queue_depth_at_its_interval(caplog: pytest.LogCaptureFixture) -> None:
-    from babelq.pipelines.demo import Heartbeat
-    from babelq.pipelines.settle import SettleStats
-
-    depths = iter([(700, 100), (0, None)])
-    beat = Heartbeat(lambda: next(depths), every=0.05)
-    stats = SettleStats()
-    with caplog.at_level("INFO", logger="babelq.pipelines"):
-        beat(stats)  # inside the interval: silent, and the queue is not asked
-        assert caplog.messages == []
-        beat.last -= 1.0
-        beat(stats)
-        stats.record({("posted", ""): 300})
-        beat.last -= 1.0
-        beat(stats)
-    assert len(caplog.messages) == 2
-    first, second = caplog.messages
-    assert "0 messages settled in 0 micro-batches, 700 waiting on the queue, 100 reserved" in first
-    assert "300 messages settled in 1 micro-batches, 0 waiting on the queue, ? reserved" in second
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_demo_shows_counts_that_grow_to_each_stages_total(
+    demo_2000: Any, demo_2000_progress: list[str]
+) -> None:
+    """The plain progress lines of the shared run: per long stage, counts that never go back and end
+    at the stage's total (rows validated of the file, rows published, messages settled of those
+    published plus the poison injected); settle says what is reserved while a micro-batch holds it."""
+    result = demo_2000
+    counts: dict[str, list[tuple[int, int | None]]] = {}
+    for line in demo_2000_progress:
+        found = re.match(r"stage ([\w.]+): ([\d,]+)(?: / ([\d,]+))? (rows|messages|tasks)", line)
+        if found is not None and found.group(4) != "tasks":
+            total = int(found.group(3).replace(",", "")) if found.group(3) else None
+            counts.setdefault(found.group(1), []).append((int(found.group(2).replace(",", "")), total))
+    expected = {
+        "ingest.validate": result.generated.rows,
+        "ingest.publish": result.ingest.published,
+        "settle": result.ingest.published + result.injected_poison,
+    }
+    for stage, total in expected.items():
+        seen = [done for done, _ in counts[stage]]
+        assert seen == sorted(seen), (stage, demo_2000_progress)
+        assert counts[stage][-1] == (total, total), (stage, demo_2000_progress)
+    settle_lines = [line for line in demo_2000_progress if line.startswith("stage settle:")]
+    assert any("reserved (being settled)" in line for line in settle_lines), settle_lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,24 @@ def _dlq(url: str, queue: str) -> list[bytes]:
     return [d.body for d in transport.reserve(queue + ".dlq", max_messages=1000)]
 
 
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "queue"))
+            out[(sample.name, labels)] = sample.value
+    return out
+
+
 def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
-    from babelq.pipelines.settle import settle
+    pytest.importorskip("prometheus_client")
+    from babelq.pipelines.settle import SettleStats, settle
+    from babelq.pipelines.settle_metrics import serve_settle_metrics
 
     url, queue, ledger_path = f"sqlite://{tmp_path}/q.db", unique_queue, tmp_path / "ledger.db"
     good = [transfer(f"PAY-{i}", queue) for i in range(40)]
@@ -55,16 +70,23 @@ def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     bodies += [*POISON, UNSUPPORTED]
     open_transport(url).publish_many(queue, [Outgoing(b) for b in bodies])
 
-    run = settle(
-        spark,
-        url=url,
-        queue=queue,
-        ledger=ledger_path,
-        checkpoint=tmp_path / "ck",
-        retry_delay_ms=100,
-        max_attempts=3,
-        timeout=240,
-    )
+    stats = SettleStats()  # what `babelq settle --metrics-port` serves, updated per micro-batch
+    exporter = serve_settle_metrics(stats, 0, url=url, queue=queue, addr="127.0.0.1")
+    try:
+        run = settle(
+            spark,
+            url=url,
+            queue=queue,
+            ledger=ledger_path,
+            checkpoint=tmp_path / "ck",
+            retry_delay_ms=100,
+            max_attempts=3,
+            timeout=240,
+            stats=stats,
+        )
+        scraped = _scrape(exporter.port)
+    finally:
+        exporter.close()
 
     assert run.drained
     stats = run.stats
@@ -77,6 +99,23 @@ def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     assert stats.count("dead_lettered", "unknown_urn") == 1
     assert stats.count("dead_lettered", "poison") == 3
     assert stats.count("dead_lettered", "unsupported") == 1
+
+    # the worker's metric names, equal to this run's outcomes
+    assert scraped[("babelq_messages_received_total", ())] == stats.messages == len(bodies) + 3  # + 3 retries
+    assert scraped[("babelq_messages_handled_total", ())] == 41
+    assert scraped[("babelq_messages_retried_total", ())] == 3
+    assert scraped[("babelq_messages_failed_total", ())] == 3 + 1  # core banking refused: retried, then max
+    assert scraped[("babelq_messages_released_total", ())] == 0
+    dead = {labels[0][1]: value for (name, labels), value in scraped.items()
+            if name == "babelq_messages_dead_lettered_total"}
+    assert dead == {"failed": 3, "unknown_urn": 1, "poison": 4}  # expired + invalid + max attempts
+    assert sum(dead.values()) == stats.count("dead_lettered")
+    duplicates = [value for (name, labels), value in scraped.items()
+                  if name == "babelq_settle_outcomes_total" and ("outcome", "duplicate") in labels]
+    assert sum(duplicates) == 3  # settle's own counter keeps what the worker's names fold away
+    assert scraped[("babelq_settle_micro_batches_total", ())] == stats.batches
+    assert scraped[("babelq_queue_ready", ())] == 0
+    assert ("babelq_leases_lost_total", ()) not in scraped  # settle cannot observe it: not exported
 
     ledger = open_ledger(ledger_path)
     entries, refs, ids = ledger.totals()

@@ -7,6 +7,12 @@ master to :func:`babelq.spark.session.get_session` (the one place that decides b
 broker and ledger targets the executors of a cluster could not share, both before Spark starts
 (when the master is named) and on the master the session really got.
 
+The same commands share how they show their work: ``--progress`` (:func:`progress_argument`,
+:func:`open_progress`) and the babelq settings every session they start gets
+(:func:`session_defaults`): Spark's own log level from ``-v`` (quiet by default: errors only,
+:mod:`babelq.spark.log_level`) and, when progress is shown, executor heartbeats frequent enough
+for Spark's metrics to move while a task runs.
+
 Kept out of :mod:`babelq.cli.commands` because only the Spark commands need it; importing it
 is cheap (pyspark is imported only when a session starts).
 """
@@ -16,7 +22,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from babelq.pipelines.progress import Progress
 
 
 def spark_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +46,37 @@ def spark_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="a Spark setting, repeatable (e.g. spark.executor.memory=2g)",
     )
+
+
+def progress_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--progress auto|bars|lines|none``."""
+    from babelq.pipelines.progress import CHOICES, LINE_EVERY
+
+    parser.add_argument(
+        "--progress",
+        choices=CHOICES,
+        default="auto",
+        help=f"how long stages show their progress on stderr: bars (drawn on a terminal), lines (a log line "
+        f"every {LINE_EVERY:g} s), none; auto: bars when stderr is a terminal, else lines (default: auto)",
+    )
+
+
+def open_progress(args: argparse.Namespace) -> Progress:
+    """The command's :class:`~babelq.pipelines.progress.Progress`, as ``--progress`` asks."""
+    from babelq.pipelines.progress import Progress
+
+    return Progress.choose(getattr(args, "progress", "auto"))
+
+
+def session_defaults(args: argparse.Namespace, progress: Progress | None = None) -> dict[str, str]:
+    """babelq's settings for the session a command starts (``--conf`` wins over them): Spark's log
+    level, ``ERROR`` (errors only, no start-up banners) or with ``-v`` ``WARN`` (Spark's own
+    start-up output and warnings), and the heartbeat that makes Spark's metrics live when
+    ``progress`` shows anything."""
+    from babelq.spark.log_level import LOG_LEVEL_CONF
+
+    level = "WARN" if getattr(args, "verbose", 0) else "ERROR"
+    return {LOG_LEVEL_CONF: level, **(progress.spark_conf if progress is not None else {})}
 
 
 def spark_conf(args: argparse.Namespace) -> dict[str, str]:

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from babelq.metrics.jsonlog import JsonFormatter, configure_json_logging, use_json_format
 from babelq.metrics.latency import BUCKETS, LatencyMiddleware
-from babelq.metrics.server import MetricsServer, collector, serve
+from babelq.metrics.server import Family, MetricsServer, collector, counter_lines, serve, serve_counters
 
 __all__ = [
     "BUCKETS",
+    "Family",
     "JsonFormatter",
     "LatencyMiddleware",
     "MetricsServer",
     "collector",
     "configure_json_logging",
+    "counter_lines",
     "serve",
+    "serve_counters",
     "use_json_format",
 ]

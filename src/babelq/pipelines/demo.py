@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +25,10 @@ from babelq.pipelines.generator import GeneratedFile, generate_bulk_file, poison
 from babelq.pipelines.ingest import IngestResult, ingest
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.money import Tally, format_minor
+from babelq.pipelines.progress import Progress, SettleProgress
 from babelq.pipelines.report import write_report
 from babelq.pipelines.report_export import ExportError, export_report, missing_note, resolve_export
-from babelq.pipelines.settle import SettleRun, SettleStats, settle
+from babelq.pipelines.settle import SettleRun, settle
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.value_reconciliation import ValueLine, value_lines
 from babelq.transports import Outgoing, open_transport
@@ -150,37 +151,6 @@ class DemoResult:
         return out
 
 
-class Heartbeat:
-    """A progress line every ``every`` seconds while settle runs.
-
-    The first micro-batch of a 100k demo takes most of settle's time, so "messages settled"
-    alone would sit at 0; the line also shows how many messages still wait on the queue and
-    how many are reserved (being settled, or held by a killed run): ``depth`` returns both.
-    """
-
-    def __init__(self, depth: Callable[[], tuple[int, int | None]], every: float = 5.0) -> None:
-        self.depth = depth
-        self.every = every
-        self.started = self.last = time.monotonic()
-
-    def __call__(self, stats: SettleStats) -> None:
-        now = time.monotonic()
-        if now - self.last < self.every:
-            return
-        self.last = now
-        with stats.lock:
-            done, batches = stats.messages, stats.batches
-        waiting, reserved = self.depth()
-        log.info(
-            "settle: %.0f s, %d messages settled in %d micro-batches, %d waiting on the queue, %s reserved",
-            now - self.started,
-            done,
-            batches,
-            waiting,
-            "?" if reserved is None else reserved,
-        )
-
-
 def _launch_jvm(master: str | None, conf: Mapping[str, str]) -> Future[None]:
     """:func:`babelq.spark.session.launch_jvm` in a thread of its own: the launch mostly waits on
     the child process, so the caller's Python work goes on meanwhile."""
@@ -216,6 +186,7 @@ def run_demo(
     master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
     export: str = "auto",
+    progress: Progress | None = None,
 ) -> DemoResult:
     """Run the demo end to end; returns the result (``.balanced`` decides the exit code).
 
@@ -225,6 +196,7 @@ def run_demo(
     and ``spark_conf`` go to :func:`babelq.spark.session.get_session` when no ``spark`` is given.
     ``export``: ``auto`` (a PNG of the report when Chromium is found, else a log line), ``png``,
     ``pdf`` (a one-line ConfigurationError at once when there is no Chromium) or ``none``.
+    ``progress`` shows the stages while they run (:mod:`babelq.pipelines.progress`; default: off).
     """
     from babelq.pipelines.cluster_checks import check_cluster_targets
 
@@ -239,7 +211,7 @@ def run_demo(
     queue = "payments" if url.startswith("sqlite") else f"payments-demo-{uuid4()[:8]}"
     if ledger is not None:  # an unreachable or malformed --ledger fails now, not after ingest
         open_ledger(ledger_target, prefix=ledger_prefix).close()
-    clock = StageClock()
+    clock = StageClock(progress=progress or Progress.off())
     conf = {**DEMO_SPARK_CONF, **(spark_conf or {})}
     # the JVM starts while the file is written: one core generates, the other launches Spark
     launching = _launch_jvm(master, conf) if spark is None else None
@@ -279,7 +251,8 @@ def run_demo(
             poison = poison_bodies(max(1, rows // 1000))
             transport.publish_many(queue, [Outgoing(b) for b in poison])
             st.rows = len(poison)
-        with clock.stage("settle") as st:
+        with clock.stage("settle", total=result_ingest.published + len(poison), unit="messages") as st:
+            watch = SettleProgress(st.progress, lambda: (transport.size(queue), transport.reserved(queue)))
             run = settle(
                 spark,
                 url=url,
@@ -290,8 +263,9 @@ def run_demo(
                 retry_delay_ms=retry_delay_ms,
                 max_messages_per_batch=max_messages_per_batch,
                 timeout=timeout,
-                on_poll=Heartbeat(lambda: (transport.size(queue), transport.reserved(queue))),
+                on_poll=watch,
             )
+            watch.finish(run)
             st.rows = run.stats.messages
         with clock.stage("dlq.triage") as st:
             dlq = triage(transport, dlq_name(queue))

@@ -33,6 +33,7 @@ from babelq.errors import ConfigurationError
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
 from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
 from babelq.pipelines.money import ValueGroup
+from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.validation import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
 
@@ -254,7 +255,7 @@ def _ingest(
     register(spark)
     batch = plan.batch_id
     settings = EncodeSettings(queue, batch, ttl_seconds, now_ms())
-    with clock.stage("ingest.validate") as st:
+    with clock.stage("ingest.validate", total=lambda: bulk_file_rows(plan.source), spark=spark) as st:
         bulk = read_bulk(spark, plan.source)
         check_columns(bulk, plan.source)
         rows = validate(normalise(bulk), limits)
@@ -269,10 +270,10 @@ def _ingest(
     rejected = sum(by_reason.values())
     published = rows_in - rejected
     try:
-        with clock.stage("ingest.rejects") as st:
+        with clock.stage("ingest.rejects", total=rejected, spark=spark) as st:
             write_rejects(checked.filter(sf.size("reasons") > 0), str(rejects_path), rejects_format)
             st.rows = rejected
-        with clock.stage("ingest.publish") as st:
+        with clock.stage("ingest.publish", total=published, spark=spark) as st:
             book.begin(batch, plan.source, plan.digest)
             bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
             bodies.write.format("babelq").option("url", url).option("queue", queue).mode("append").save()

@@ -63,6 +63,8 @@ DUPLICATE_KEYS_CONF = "spark.sql.variant.allowDuplicateKeys"
 MASTER_ENV = "BABELQ_SPARK_MASTER"
 #: the master when nobody named one
 LOCAL_FALLBACK = "local[2]"
+#: the address a JVM running a local master binds to (unless $SPARK_LOCAL_IP says otherwise)
+LOCAL_IP = "127.0.0.1"
 #: set to false to stop get_session shipping the babelq package to a cluster's executors
 SHIP_PACKAGE_CONF = "spark.babelq.shipPackage"
 #: the interpreter executors run; PySpark reads it from $PYSPARK_PYTHON only, so a setting is copied there
@@ -129,14 +131,21 @@ def _launch_env(chosen: str | None, settings: Mapping[str, str]) -> Iterator[Non
       workers run another interpreter: Spark starts some Python workers on the driver with the
       JVM's own environment (the data source's planning, the streaming reader), and they must
       import babelq even where ``PYSPARK_PYTHON`` has none.
+    * ``$SPARK_LOCAL_IP`` = ``127.0.0.1`` when the chosen master is local (``local``, ``local[N]``)
+      and the variable is unset: the driver and its executor are one JVM, and Spark would
+      otherwise warn about a hostname that resolves to a loopback address and pick an interface.
     * ``$SPARK_HOME`` = the installed pyspark without its zipped copy
       (:mod:`babelq.spark.spark_home`) when nobody set ``$SPARK_HOME`` and Spark's Python
       processes run this interpreter: they then import precompiled pyspark modules instead of
       compiling the zip's in every new process. Setting ``$SPARK_HOME`` keeps Spark's own layout.
     """
-    saved = {name: os.environ.get(name) for name in ("MASTER", "PYTHONPATH", "SPARK_HOME")}
+    saved = {name: os.environ.get(name) for name in ("MASTER", "PYTHONPATH", "SPARK_HOME", "SPARK_LOCAL_IP")}
     if chosen is None and "MASTER" not in os.environ:
         os.environ["MASTER"] = LOCAL_FALLBACK
+    if chosen is not None and is_local_master(chosen) and "SPARK_LOCAL_IP" not in os.environ:
+        # everything runs in this JVM: bind to loopback instead of letting Spark look for an
+        # address and warn that the hostname resolves to one
+        os.environ["SPARK_LOCAL_IP"] = LOCAL_IP
     if "SPARK_HOME" not in os.environ and not _other_python():
         from babelq.spark.spark_home import installed_pyspark_home, spark_home_without_zip
 
@@ -154,6 +163,19 @@ def _launch_env(chosen: str | None, settings: Mapping[str, str]) -> Iterator[Non
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _with_log_level(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` with the driver JVM option that applies ``spark.babelq.logLevel`` from the JVM's
+    first line (:mod:`babelq.spark.log_level`: babelq's quiet log4j2 file), when one applies."""
+    from babelq.spark.log_level import launch_java_options
+
+    out = dict(settings)
+    present = out.get(DRIVER_JAVA_OPTIONS, "")
+    options = launch_java_options(settings, present)
+    if options:
+        out[DRIVER_JAVA_OPTIONS] = f"{present} {options}".strip()
+    return out
 
 
 def _with_class_archive(settings: Mapping[str, str]) -> dict[str, str]:
@@ -189,11 +211,16 @@ def _resolve_master(chosen: str | None, settings: Mapping[str, str]) -> tuple[st
     if _jvm_running():  # ours from an earlier session, or spark-submit's: connect, launch nothing
         SparkContext._ensure_initialized()
     else:
+        from babelq.spark.jvm_output import launch_gateway
+        from babelq.spark.log_level import quiet
+
         with _launch_env(chosen, settings):
             launch = SparkConf(loadDefaults=False)
-            for key, value in _with_class_archive(settings).items():
+            for key, value in _with_class_archive(_with_log_level(settings)).items():
                 launch.set(key, value)
-            SparkContext._ensure_initialized(conf=launch)
+            # quiet: the JVM's own start-up line filtered from its stderr (babelq.spark.jvm_output)
+            gateway = launch_gateway(launch) if quiet(settings) else None
+            SparkContext._ensure_initialized(conf=launch, gateway=gateway)
     given = SparkConf()  # the JVM's system properties: what spark-submit resolved, defaults included
     return chosen or str(given.get("spark.master", LOCAL_FALLBACK)), given
 
@@ -253,6 +280,8 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
     """
     from pyspark.sql import SparkSession
 
+    from babelq.spark.log_level import context_level
+
     chosen, settings = _settings(master, conf)
     resolved, given = _resolve_master(chosen, settings)
     bundle = None
@@ -273,7 +302,7 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     sc = session.sparkContext
-    sc.setLogLevel("ERROR")
+    sc.setLogLevel(context_level(settings))  # spark.babelq.logLevel, else ERROR (babelq.spark.log_level)
     if bundle is not None:
         if bundle.name not in (sc._python_includes or []):
             sc.addPyFile(str(bundle))  # Spark's --py-files, at run time: every executor fetches it

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, broker_url, write
-from babelq.cli.spark_options import check_before_spark, spark_arguments
+from babelq.cli.spark_options import (
+    check_before_spark,
+    open_progress,
+    progress_argument,
+    session_defaults,
+    spark_arguments,
+)
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -54,6 +60,7 @@ def register(subparsers: Subparsers) -> None:
         help="a picture of report.html beside it, made by headless Chromium: png, pdf, none, or auto (png "
         "when Chromium is found, else a log line) (default: auto)",
     )
+    progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -81,17 +88,19 @@ def run(args: argparse.Namespace) -> int:
     conf = check_before_spark(args, broker=broker, ledger=args.ledger or Path(args.out, "ledger.db"))
     resolve_export(args.export, option="--export")  # --export png without Chromium: one line, before Spark
     show_progress()
-    result = run_demo(
-        rows=args.rows,
-        out=args.out,
-        broker=broker,
-        seed=args.seed,
-        max_messages_per_batch=args.batch,
-        ledger=args.ledger,
-        master=args.master,
-        spark_conf=conf,
-        export=args.export,
-    )
+    with open_progress(args) as progress:
+        result = run_demo(
+            rows=args.rows,
+            out=args.out,
+            broker=broker,
+            seed=args.seed,
+            max_messages_per_batch=args.batch,
+            ledger=args.ledger,
+            master=args.master,
+            spark_conf={**session_defaults(args, progress), **conf},
+            export=args.export,
+            progress=progress,
+        )
     write(render_text(result))
     if args.export in FORMATS and result.exported is None:
         print(f"babelq demo: error: --export {args.export}: {result.export_note}", file=sys.stderr)

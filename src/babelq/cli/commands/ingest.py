@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
-from babelq.cli.spark_options import check_before_spark, spark_arguments, start_spark
+from babelq.cli.spark_options import (
+    check_before_spark,
+    open_progress,
+    progress_argument,
+    session_defaults,
+    spark_arguments,
+    start_spark,
+)
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -56,6 +63,7 @@ def register(subparsers: Subparsers) -> None:
         "one transaction with the batch's record, instead of publishing; `babelq relay` publishes them",
     )
     parser.add_argument("--outbox-table", default="babelq_outbox", help="outbox table")
+    progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -79,7 +87,7 @@ def run_outbox(args: argparse.Namespace) -> int:
         )
         return 0
     show_progress()
-    spark = start_spark(args, "babelq-ingest")
+    spark = start_spark(args, "babelq-ingest", defaults=session_defaults(args))
     result = stage_ingest(
         spark, args.file, outbox_url=args.outbox, queue=args.queue, rejects_path=args.rejects,
         ttl_seconds=args.ttl, rejects_format=args.rejects_format, table=args.outbox_table,
@@ -131,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from babelq.errors import ConfigurationError
     from babelq.pipelines.ingest import ingest, plan_batch
     from babelq.pipelines.journal import IngestJournal, default_journal
+    from babelq.pipelines.stages import StageClock
 
     if args.outbox:
         return run_outbox(args)
@@ -144,22 +153,24 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_batch(args.file, book, args.batch_id)
     finally:
         book.close()
-    if plan.already_published and not args.republish:
-        spark = None
-    else:
-        show_progress()
-        spark = start_spark(args, "babelq-ingest", broker=url)
-    result = ingest(
-        spark,
-        args.file,
-        url=url,
-        queue=args.queue,
-        rejects_path=args.rejects,
-        rejects_format=args.rejects_format,
-        ttl_seconds=args.ttl,
-        journal=journal,
-        republish=args.republish,
-        plan=plan,
-    )
+    with open_progress(args) as progress:
+        if plan.already_published and not args.republish:
+            spark = None
+        else:
+            show_progress()
+            spark = start_spark(args, "babelq-ingest", broker=url, defaults=session_defaults(args, progress))
+        result = ingest(
+            spark,
+            args.file,
+            url=url,
+            queue=args.queue,
+            rejects_path=args.rejects,
+            rejects_format=args.rejects_format,
+            ttl_seconds=args.ttl,
+            journal=journal,
+            republish=args.republish,
+            plan=plan,
+            clock=StageClock(progress=progress),
+        )
     write("\n".join(summary(result, args.queue)) + "\n")
     return 0

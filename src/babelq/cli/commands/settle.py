@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
-from babelq.cli.spark_options import check_before_spark, spark_arguments, start_spark
+from babelq.cli.spark_options import (
+    check_before_spark,
+    open_progress,
+    progress_argument,
+    session_defaults,
+    spark_arguments,
+    start_spark,
+)
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
+    from babelq.pipelines.progress import Progress
+    from babelq.pipelines.settle import SettleRun, SettleStats
 
 
 def register(subparsers: Subparsers) -> None:
@@ -44,6 +53,14 @@ def register(subparsers: Subparsers) -> None:
         help="lease of the messages a micro-batch holds (renewed while it runs); a killed run's "
         "messages come back after it",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on this port at /metrics while the query runs, in the worker's metric "
+        "names, updated after every micro-batch (needs babelq[metrics]; default: off)",
+    )
+    progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -51,8 +68,10 @@ def register(subparsers: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
+    from babelq.metrics import counter_lines
     from babelq.pipelines.ledger import open_ledger
-    from babelq.pipelines.settle import settle
+    from babelq.pipelines.settle import SettleStats
+    from babelq.pipelines.settle_metrics import serve_settle_metrics, settle_counters
 
     url = required_broker_url(args)
     # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger
@@ -63,19 +82,19 @@ def run(args: argparse.Namespace) -> int:
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
     open_ledger(args.ledger).close()  # a bad --ledger fails now, before Spark starts
-    show_progress()
-    result = settle(
-        start_spark(args, "babelq-settle", broker=url, ledger=args.ledger),
-        url=url,
-        queue=args.queue,
-        ledger=args.ledger,
-        checkpoint=args.checkpoint,
-        max_attempts=args.max_attempts,
-        retry_delay_ms=args.retry_delay_ms,
-        max_messages_per_batch=args.batch,
-        timeout=args.timeout,
-        visibility_timeout=args.visibility_timeout,
-    )
+    stats = SettleStats()
+    # a port in use or a missing prometheus_client fails now, before Spark starts
+    exporter = None if args.metrics_port is None else serve_settle_metrics(stats, args.metrics_port, url=url,
+                                                                           queue=args.queue)
+    try:
+        show_progress()
+        with open_progress(args) as progress:
+            spark = start_spark(args, "babelq-settle", broker=url, ledger=args.ledger,
+                                defaults=session_defaults(args, progress))
+            result = _settle_watched(args, spark, url, stats, progress)
+    finally:
+        if exporter is not None:
+            exporter.close()
     if result.drained:
         state = "drained"
     else:
@@ -95,5 +114,41 @@ def run(args: argparse.Namespace) -> int:
     if result.stats.readers:
         lines.append(f"  read from the broker by {len(result.stats.readers)} process(es):")
         lines += [f"    {who}: {n}" for who, n in sorted(result.stats.readers.items())]
+    lines.append("  as --metrics-port serves them:")
+    lines += [f"    {line}" for line in counter_lines(settle_counters(result.stats), args.queue)]
     write("\n".join(lines) + "\n")
     return 0 if result.drained else 1
+
+
+def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: SettleStats,
+                    progress: Progress) -> SettleRun:
+    """Run settle with its progress shown: messages settled, reserved and waiting (asked of the
+    broker through a connection of its own, only when progress is shown)."""
+    from babelq.pipelines.progress import SettleProgress
+    from babelq.pipelines.settle import settle
+    from babelq.transports import open_transport
+
+    transport = open_transport(url) if progress.live else None
+    watch = SettleProgress(progress.task("settle", unit="messages"),
+                           lambda: (transport.size(args.queue), transport.reserved(args.queue)) if transport
+                           else (0, None))
+    try:
+        result = settle(
+            spark,
+            url=url,
+            queue=args.queue,
+            ledger=args.ledger,
+            checkpoint=args.checkpoint,
+            max_attempts=args.max_attempts,
+            retry_delay_ms=args.retry_delay_ms,
+            max_messages_per_batch=args.batch,
+            timeout=args.timeout,
+            visibility_timeout=args.visibility_timeout,
+            stats=stats,
+            on_poll=watch,
+        )
+    finally:
+        if transport is not None:
+            transport.close()
+    watch.finish(result)
+    return result

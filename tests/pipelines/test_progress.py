@@ -1,0 +1,196 @@
+"""Progress of the long stages: the plain lines, the rich bars, settle's counts; no Spark here.
+
+The counts of a real run (Spark's metrics during ingest, settle's micro-batches) are checked on
+the shared 2,000-row demo in ``test_demo.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from babelq.pipelines.progress import Progress, SettleProgress, Task, bulk_file_rows
+from babelq.pipelines.settle import SettleRun, SettleStats
+from babelq.pipelines.stages import StageClock
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def lines() -> Iterator[tuple[logging.Logger, Lines]]:
+    logger = logging.getLogger("babelq.tests.progress")
+    handler = Lines()
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger, handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_task_says_how_many_of_how_many_how_fast_and_how_long_still() -> None:
+    task = Progress.lines().task("ingest.publish", total=100_000)
+    task._samples.clear()
+    now = time.monotonic()
+    task._samples.extend([(now - 4.0, 0), (now, 40_000)])  # 10,000 rows/s over the last 4 s
+    task.done = 40_000
+    assert task.count_text() == "40,000 / 100,000 rows (40%)"
+    assert task.rate_text() == "10,000 rows/s"
+    assert task.eta_text() == "ETA 6 s"
+    assert task.line() == "stage ingest.publish: 40,000 / 100,000 rows (40%), 10,000 rows/s, ETA 6 s"
+    task.finish(98_203)  # the exact count of the stage: the whole of it
+    assert task.count_text() == "98,203 / 98,203 rows (100%)" and task.eta_text().startswith("done in")
+    task.update(5)  # finished: nothing moves any more
+    assert task.done == 98_203
+
+
+def test_without_a_total_the_line_has_the_count_and_no_eta() -> None:
+    task = Progress.lines().task("ingest.validate")
+    task.update(0)
+    assert task.line() == "stage ingest.validate: 0 rows"
+    task.update(3, total=None, unit="tasks")  # Spark's tasks when a job has no row count
+    assert task.count_text() == "3 tasks" and task.eta() is None
+
+
+def test_plain_lines_come_at_their_interval_and_when_the_stage_ends(
+    lines: tuple[logging.Logger, Lines],
+) -> None:
+    logger, handler = lines
+    progress = Progress.lines(every=3600, logger=logger)
+    task = progress.task("ingest.publish", total=1_000)
+    task.update(10)
+    task.update(500)  # both within the interval of the first line: nothing yet
+    assert handler.lines == []
+    task.started -= 7200  # the interval has passed since the task began
+    task.update(600)
+    task.update(700)  # within the interval of the line just written
+    task.finish(1_000)
+    assert [line.split(", ")[0] for line in handler.lines] == [
+        "stage ingest.publish: 600 / 1,000 rows (60%)", "stage ingest.publish: 1,000 / 1,000 rows (100%)"]
+    assert "done in" in handler.lines[-1]
+
+
+def test_off_shows_nothing_and_a_failed_stage_stays_short_of_its_total(
+    lines: tuple[logging.Logger, Lines],
+) -> None:
+    assert not Progress.off().live and Progress.off().spark_conf == {}
+    logger, handler = lines
+    clock = StageClock(progress=Progress.lines(every=0, logger=logger))
+    with pytest.raises(RuntimeError), clock.stage("ingest.publish", total=500) as st:
+        st.progress.update(200)
+        raise RuntimeError("broker gone")
+    assert handler.lines[-1].startswith("stage ingest.publish: 0 / 500 rows (0%)")
+    assert "stopped after" in handler.lines[-1]
+
+
+def test_a_clock_asks_for_a_total_only_when_progress_is_shown() -> None:
+    asked: list[str] = []
+
+    def total() -> int:
+        asked.append("x")
+        return 7
+
+    with StageClock().stage("a", total=total) as st:
+        st.rows = 7
+    assert asked == []
+    with StageClock(progress=Progress.lines()).stage("b", total=total) as st:
+        assert st.progress.total == 7
+        st.rows = 7
+    assert asked == ["x"]
+
+
+def test_bars_draw_on_a_terminal_and_give_the_log_handlers_back() -> None:
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    handler = logging.StreamHandler(__import__("sys").stderr)
+    logging.getLogger("babelq.tests.bars").addHandler(handler)
+    before = handler.stream
+    try:
+        with Progress.bars(console=console) as progress:
+            task = progress.task("ingest.publish", total=2_000)
+            task.update(1_000)
+            assert handler.stream is not before  # writes through the display while it is drawn
+            task.finish(2_000)
+        assert handler.stream is before
+    finally:
+        logging.getLogger("babelq.tests.bars").removeHandler(handler)
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+    assert "ingest.publish" in drawn and "2,000 / 2,000 rows (100%)" in drawn
+
+
+def test_auto_draws_bars_only_on_a_terminal() -> None:
+    assert isinstance(Progress.auto(io.StringIO()).display, type(Progress.lines().display))
+    assert Progress.choose("none").live is False
+    assert Progress.choose("lines").spark_conf == {"spark.executor.heartbeatInterval": "2s"}
+
+
+def test_settle_progress_counts_finished_messages_and_says_what_is_reserved() -> None:
+    depths = iter([(700, 100), (0, 1_960), (0, None)])
+    task = Progress.lines().task("settle", total=2_000, unit="messages")
+    watch = SettleProgress(task, lambda: next(depths), every=0.0)
+    stats = SettleStats()
+    watch(stats)
+    assert task.line().startswith("stage settle: 0 / 2,000 messages (0%)")
+    assert task.note == "100 reserved (being settled), 700 waiting"
+    watch(stats)
+    assert task.note == "1,960 reserved (being settled), 0 waiting"
+    # retried and deferred messages come back: they are not settled yet
+    stats.record({("posted", ""): 1_900, ("dead_lettered", "expired"): 40, ("retried", "core_banking"): 20,
+                  ("deferred", ""): 5})
+    watch(stats)
+    assert task.done == 1_940 and task.note == "? reserved, 0 waiting"
+    watch.finish(SettleRun(stats, 3.0, drained=False, waiting=60, reserved=0))
+    assert task.total == 2_000 and "stopped after" in task.line() and task.note.endswith("60 waiting")
+
+
+def test_settle_progress_without_a_known_total_counts_what_is_known_now() -> None:
+    task = Progress.lines().task("settle", unit="messages")
+    watch = SettleProgress(task, lambda: (50, 25), every=0.0)
+    stats = SettleStats()
+    stats.record({("posted", ""): 10})
+    watch(stats)
+    assert (task.done, task.total) == (10, 10 + 50 + 25)
+
+
+def test_the_rows_of_a_bulk_file_are_known_before_spark_reads_it(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "p.csv"  # type: ignore[operator]
+    path.write_text("payment_reference,amount_cents\nA,1\nB,2\nC,3")  # no newline at the end
+    assert bulk_file_rows(path) == 3
+    path.write_text("payment_reference,amount_cents\nA,1\n")
+    assert bulk_file_rows(path) == 1
+    assert bulk_file_rows(tmp_path / "missing.csv") is None  # type: ignore[operator]
+
+
+def test_task_rate_is_over_the_recent_window() -> None:
+    task = Task(Progress.off(), "x", 100, "rows")
+    now = time.monotonic()
+    task._samples.clear()
+    task._samples.extend([(now - 30, 0), (now - 2, 10), (now, 30)])
+    assert task.rate() == pytest.approx(10, rel=0.01)  # 20 rows in the last 2 s, not 30 in 30 s
+    task._samples.clear()
+    task._samples.extend([(now - 30, 0), (now, 30)])  # nothing inside the window but the last
+    assert task.rate() == pytest.approx(1, rel=0.01)
+
+
+def test_a_session_whose_progress_cannot_be_read_only_loses_the_live_counts() -> None:
+    from babelq.pipelines.progress import watch_spark
+
+    task = Progress.lines().task("ingest.validate")
+    with watch_spark(object(), task):  # no JVM status store behind it
+        task.update(5)
+    assert task.done == 5
