@@ -92,6 +92,9 @@ class SettleStats:
 
 #: How often the driver looks whether the queue is drained (two idle looks in a row end the run).
 _POLL_SECONDS = 0.1
+#: How often the query asks the broker for more when the last micro-batch is done (milliseconds): a
+#: micro-batch slower than this starts the next at once, so it is the latency of an idle queue.
+TRIGGER_MS = 100
 
 
 class InjectedCrashError(BabelqError):
@@ -221,6 +224,7 @@ def settle(
     stats: SettleStats | None = None,
     fail_after_batches: int | None = None,
     on_poll: Callable[[SettleStats], None] | None = None,
+    trigger_ms: int = TRIGGER_MS,
 ) -> SettleRun:
     """Consume ``queue`` until it is drained (or ``timeout`` seconds pass) and settle every message.
 
@@ -261,7 +265,7 @@ def settle(
     query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
         stream.writeStream.foreachBatch(handler)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="200 milliseconds")
+        .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
         .queryName(f"babelq-settle-{queue}")
         .start()
     )
