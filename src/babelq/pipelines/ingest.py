@@ -36,6 +36,7 @@ from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.validation import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
+from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,7 @@ def _ingest(
         bulk = read_bulk(spark, plan.source)
         check_columns(bulk, plan.source)
         rows = validate(normalise(bulk), limits)
-        checked = with_schema_check(rows, settings.validated_at).persist()
+        checked = cache_uncompressed(with_schema_check(rows, settings.validated_at))
         values = value_groups(checked)
         rows_in = sum(g.rows for g in values)
         by_reason: dict[str, int] = {}
