@@ -85,7 +85,7 @@ def require_service(name: str) -> tuple[str, int]:
 def require_chromium() -> str:
     """The headless Chromium the report export uses; skip (locally) or fail (CI) without one
     (``.ci/run`` installs Debian's ``chromium`` when it is missing)."""
-    from babelq.pipelines.report_export import find_chromium, missing_note
+    from babelq.pipelines.report.export import find_chromium, missing_note
 
     found = find_chromium()
     if found is None:

@@ -147,7 +147,7 @@ def test_amounts_are_shown_in_each_currencys_minor_unit() -> None:
 
 
 def test_epoch_milliseconds_in_an_error_are_shown_as_iso_8601() -> None:
-    from babelq.pipelines.display import readable_error
+    from babelq.pipelines.report.display import readable_error
 
     text = "expired: meta.expire_at 1795618231431 passed 86461169 ms before handling"
     assert readable_error(text) == (
@@ -174,7 +174,7 @@ def test_value_lines_reconcile_each_currency_and_show_a_difference() -> None:
 
 
 def test_the_time_chart_adds_up_to_the_total_with_demo_only_steps_marked() -> None:
-    from babelq.pipelines.report_time import parts
+    from babelq.pipelines.report.timing import parts
     from babelq.pipelines.stages import Stage
 
     stages = [Stage("generate", 1.0, 10), Stage("spark.start", 10.0), Stage("settle", 20.0, 5)]
@@ -234,7 +234,7 @@ def test_an_export_asked_for_without_chromium_is_one_line_naming_the_option(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from babelq.cli import main as cli_main
-    from babelq.pipelines.report_export import resolve_export
+    from babelq.pipelines.report.export import resolve_export
 
     monkeypatch.setenv("BABELQ_CHROMIUM", str(tmp_path / "no-such-chromium"))
     assert resolve_export("auto") is None and resolve_export("none") is None
@@ -265,7 +265,7 @@ def looks_like_a_page(png: Png, verdict: tuple[int, int, int]) -> None:
 
 def test_the_report_exports_to_png_and_pdf_as_the_browser_draws_it(tmp_path: Path) -> None:
     require_chromium()
-    from babelq.pipelines.report_export import WIDTH, export_report
+    from babelq.pipelines.report.export import WIDTH, export_report
 
     path, _ = write(synthetic(tmp_path, posted_aud=(6, 5_990)))
     png_path = export_report(path, "png")
@@ -305,7 +305,7 @@ def file_totals(bulk: Path) -> dict[str, tuple[int, int]]:
 @pytest.mark.slow
 def test_the_demo_report_renders_and_its_totals_are_the_ledgers(demo_2000: Any) -> None:
     from babelq.pipelines.currencies import minor_units
-    from babelq.pipelines.report_export import dump_dom
+    from babelq.pipelines.report.export import dump_dom
 
     result = demo_2000
     html = (result.out / "report.html").read_text(encoding="utf-8")

@@ -5,7 +5,7 @@ poison bodies as a misbehaving producer would -> settle (stream, dedupe, DLQ, re
 -> triage the DLQ -> reconcile: every file row is posted, rejected or dead-lettered, every
 injected poison body is dead-lettered, and the ledger holds each valid payment exactly once.
 The verdict is the exit code; an HTML report with inline SVG charts is written beside the data
-(:mod:`report`), and a PNG or PDF of it when Chromium is there (:mod:`report_export`).
+(:mod:`babelq.pipelines.report`), and a PNG or PDF of it when Chromium is there (:mod:`.report.export`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.money import Tally, format_minor
 from babelq.pipelines.progress import Progress, SettleProgress
 from babelq.pipelines.report import write_report
-from babelq.pipelines.report_export import ExportError, export_report, missing_note, resolve_export
+from babelq.pipelines.report.export import ExportError, export_report, missing_note, resolve_export
 from babelq.pipelines.settle import SettleRun, settle
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.value_reconciliation import ValueLine, value_lines

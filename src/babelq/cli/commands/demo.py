@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: Subparsers) -> None:
-    from babelq.pipelines.report_export import CHOICES  # standard library only: cheap at --help
+    from babelq.pipelines.report.export import CHOICES  # standard library only: cheap at --help
 
     parser = subparsers.add_parser(
         "demo",
@@ -78,7 +78,7 @@ def show_progress() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.demo import render_text, run_demo
-    from babelq.pipelines.report_export import FORMATS, resolve_export
+    from babelq.pipelines.report.export import FORMATS, resolve_export
 
     if args.rows < 1:
         print("babelq demo: --rows must be >= 1", file=sys.stderr)

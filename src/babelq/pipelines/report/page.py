@@ -2,14 +2,14 @@
 
 It answers, top to bottom: did it balance (the verdict, and which check or currency did not);
 what ran (file, times in ISO-8601 UTC, broker, ledger, Spark master); does the money add up
-(per currency: the file's total = posted + rejected + dead-lettered, :mod:`report_value`); which
+(per currency: the file's total = posted + rejected + dead-lettered, :mod:`.value`); which
 checks passed (a table with a status column, apart from the data); where every row went (nested
 lines, with their share of the file); what sits on the dead-letter queue and what it is worth
-(:mod:`report_dlq`); where the time went (:mod:`report_time`).
+(:mod:`.dlq`); where the time went (:mod:`.timing`).
 
-One self-contained file (inline CSS and SVG, no script: :mod:`report_html`), owner-only, with
-every URL's password masked; :func:`babelq.pipelines.report_export.export_report` makes a PNG or
-PDF of it for an email.
+One self-contained file (inline CSS and SVG, no script: :mod:`.html`), owner-only, with every
+URL's password masked; :func:`babelq.pipelines.report.export.export_report` makes a PNG or PDF
+of it for an email.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from babelq import __version__
-from babelq.pipelines.display import count, iso_s
-from babelq.pipelines.report_dlq import dlq_section
-from babelq.pipelines.report_html import cell, esc, page, row, status, table
-from babelq.pipelines.report_time import time_section
-from babelq.pipelines.report_value import value_section
+from babelq.pipelines.report.display import count, iso_s
+from babelq.pipelines.report.dlq import dlq_section
+from babelq.pipelines.report.html import cell, esc, page, row, status, table
+from babelq.pipelines.report.timing import time_section
+from babelq.pipelines.report.value import value_section
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:

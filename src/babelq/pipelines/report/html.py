@@ -3,7 +3,7 @@
 Self-contained on purpose: the page is one file an operator can open offline or attach to a
 ticket, so the CSS is inline, the charts are inline SVG drawn here, and there is no script, CDN
 or web font. Laid out for a 1200-pixel-wide window, the width of its PNG export
-(:mod:`babelq.pipelines.report_export`). Long texts (URLs, dead-letter errors) wrap instead of
+(:mod:`babelq.pipelines.report.export`). Long texts (URLs, dead-letter errors) wrap instead of
 running off the right edge; numbers are right-aligned in tabular figures.
 """
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from babelq.pipelines.display import count
-from babelq.pipelines.report_html import PALETTE, Bar, bar_chart, esc, stacked_bar
+from babelq.pipelines.report.display import count
+from babelq.pipelines.report.html import PALETTE, Bar, bar_chart, esc, stacked_bar
 from babelq.pipelines.stages import Stage
 
 #: steps of the demo that a production run does not have (it receives a file; nobody injects poison)

@@ -5,7 +5,7 @@ words what the numbers are: how many failed messages the dead letters stand for,
 copies of one (the same message and attempt dead-lettered twice, see docs/pipelines.md), how
 many carry no ``meta.id`` because they are poison, and the money per cause. Errors are shown as
 written in the dead letter except that epoch milliseconds read as ISO-8601
-(:func:`babelq.pipelines.display.readable_error`); they wrap instead of running off the page.
+(:func:`babelq.pipelines.report.display.readable_error`); they wrap instead of running off the page.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from babelq.pipelines.display import count, iso_ms, readable_error
 from babelq.pipelines.dlq import Triage, TriageKey
 from babelq.pipelines.money import Tally, format_money
-from babelq.pipelines.report_html import PALETTE, Bar, bar_chart, cell, esc, row, table
+from babelq.pipelines.report.display import count, iso_ms, readable_error
+from babelq.pipelines.report.html import PALETTE, Bar, bar_chart, cell, esc, row, table
 
 #: how many (reason, cause, URN, error, queue) groups the detail table lists
 DETAIL_ROWS = 40

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from babelq.pipelines.display import count
 from babelq.pipelines.money import Tally, format_minor
-from babelq.pipelines.report_html import cell, esc, row, status, table
+from babelq.pipelines.report.display import count
+from babelq.pipelines.report.html import cell, esc, row, status, table
 from babelq.pipelines.value_reconciliation import ValueLine
 
 #: (data-kind, column header) of the amount columns, in order
