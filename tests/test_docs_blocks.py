@@ -59,7 +59,8 @@ fence, ``<!-- docs-test: DIRECTIVE; DIRECTIVE -->``:
     anything).
 
 The Spark blocks run in their own processes; the ``spark`` marker puts this module in the
-conftest scheduler's Spark unit, so they never run beside the suite's SparkSession.
+conftest scheduler's unit of Spark modules that start processes of their own, so one xdist worker
+runs them one after another (never two of their JVMs at once).
 """
 
 from __future__ import annotations
@@ -667,10 +668,10 @@ def test_the_pages_have_blocks_and_every_marker_makes_sense() -> None:
 
 
 def test_the_scheduler_runs_this_module_with_the_spark_modules() -> None:
-    from conftest import _is_spark_module
+    from conftest import spark_unit
 
     assert any(b.spark for b in BLOCKS)
-    assert _is_spark_module(ROOT, str(Path(__file__).relative_to(ROOT)))
+    assert spark_unit(ROOT, str(Path(__file__).relative_to(ROOT))) == "spark-processes"
 
 
 def test_skips_are_few_and_explained() -> None:
