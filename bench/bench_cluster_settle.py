@@ -85,7 +85,7 @@ def settle_queue(spark: Any, payload: list[bytes], expected: int, *, batch: int,
     the ledger, clean up."""
     import psycopg
 
-    import babelq.pipelines.settle as settle_module
+    import babelq.pipelines.settle.query as settle_module
     from babelq.envelope import dlq_name
     from babelq.pipelines.ledger import open_ledger
     from babelq.transports import Outgoing, open_transport

@@ -68,7 +68,7 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
               partitions: int) -> tuple[float, int, float, dict[str, float]]:
     """(seconds of the settle call, messages settled, seconds inside foreachBatch, seconds per phase of
     the partitions' Python work summed over the tasks: the current code's profile)."""
-    import babelq.pipelines.settle as settle_module
+    import babelq.pipelines.settle.query as settle_module
     from babelq.pipelines.ledger import open_ledger
     from babelq.transports import Outgoing, open_transport
 

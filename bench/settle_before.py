@@ -1,10 +1,10 @@
 """The baseline of bench_settle.py: settle's micro-batch code as it was before it became a Spark job.
 
-A verbatim copy of ``babelq.pipelines.settle_partition`` at commit ff5735d (only this docstring
-and the ``process_batch`` at the end, copied from ``babelq.pipelines.settle`` of the same commit,
-are new): the whole micro-batch coalesced into ONE task, which decodes, classifies, posts and
-publishes in Python, row by row. Kept here, not in the package, so the benchmark can measure it in
-the same run as the current code.
+A verbatim copy of ``babelq.pipelines.settle_partition`` at commit ff5735d (only this docstring and
+the ``process_batch`` at the end, copied from ``babelq.pipelines.settle`` of the same commit, are
+new; both modules live in the ``babelq.pipelines.settle`` package now): the whole micro-batch
+coalesced into ONE task, which decodes, classifies, posts and publishes in Python, row by row. Kept
+here, not in the package, so the benchmark can measure it in the same run as the current code.
 
 The original module docstring follows.
 

@@ -474,7 +474,7 @@ SETTLE_QUERY_FAILED = (
     + """\
   File "/venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
-  File "/src/babelq/pipelines/settle.py", line 72, in process_batch
+  File "/src/babelq/pipelines/settle/query.py", line 72, in process_batch
     rows = rows.collect()
 pyspark.errors.exceptions.captured.PythonException: An exception was thrown from the Python worker:
 Traceback (most recent call last):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from babelq.envelope import make
-from babelq.idempotency import ClaimedElsewhereError, MemoryStore, Outcome, message_id, wrap
+from babelq.idempotency import ClaimedElsewhereError, HandlerRun, MemoryStore, message_id, wrap
 
 
 class SeenSet:
@@ -57,7 +57,7 @@ def test_runs_once_and_returns_the_result(store_factory: type) -> None:
     handle = wrap(store_factory(), handler)
     env = make("urn:babel:pay:charge", {"cents": 100})
     first, second = handle(env), handle(env)
-    assert first == Outcome(True, "charged", env.id)
+    assert first == HandlerRun(True, "charged", env.id)
     assert second.skipped and second.result is None and second.key == env.id
     assert calls == ["x"]
 

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from babelq.errors import ConfigurationError
+from babelq.pipelines.ingest_rules import Limits
 from babelq.pipelines.transfer_schema import TRANSFER_SCHEMA, field_schema
-from babelq.pipelines.validation import Limits
 
 #: reason -> (field, values to try)
 FIELD_RULES: dict[str, tuple[str, list[str]]] = {
@@ -49,7 +49,7 @@ def test_limits_may_narrow_the_schemas_bounds() -> None:
 
 @pytest.mark.spark
 def test_field_rules_reject_exactly_what_the_schema_refuses(spark: Any) -> None:
-    from babelq.pipelines.validation import normalise, validate
+    from babelq.pipelines.ingest_rules import normalise, validate
 
     rows = []
     for reason, (field, values) in FIELD_RULES.items():
@@ -68,7 +68,7 @@ def test_field_rules_reject_exactly_what_the_schema_refuses(spark: Any) -> None:
 
 @pytest.mark.spark
 def test_amount_rule_follows_the_limits(spark: Any) -> None:
-    from babelq.pipelines.validation import normalise, validate
+    from babelq.pipelines.ingest_rules import normalise, validate
 
     amounts = ["1", "100000000", "100000001", "0", "99", "5000", "5001"]
     df = spark.createDataFrame([(f"PAY-{a}", a) for a in amounts],

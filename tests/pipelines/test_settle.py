@@ -45,7 +45,7 @@ def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
 ) -> None:
     pytest.importorskip("prometheus_client")
     from babelq.pipelines.settle import SettleStats, settle
-    from babelq.pipelines.settle_metrics import serve_settle_metrics
+    from babelq.pipelines.settle.metrics import serve_settle_metrics
 
     url, queue, ledger_path = f"sqlite://{tmp_path}/q.db", unique_queue, tmp_path / "ledger.db"
     good = [transfer(f"PAY-{i}", queue) for i in range(40)]

@@ -14,7 +14,7 @@ import pytest
 from payment_fixtures import transfer
 
 from babelq.envelope import decode
-from babelq.pipelines.settle_partition import SettleConfig
+from babelq.pipelines.settle.partition import SettleConfig
 from babelq.transports import open_transport
 
 pytestmark = [pytest.mark.spark]
@@ -24,7 +24,7 @@ def _settle(
     spark: Any, tmp_path: Path, queue: str, rows: list[tuple[bytes, int]]
 ) -> dict[tuple[str, str], int]:
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle_classify import decoded
+    from babelq.pipelines.settle.classify import decoded
 
     config = SettleConfig(
         url=f"sqlite://{tmp_path}/q.db", queue=queue, ledger=str(tmp_path / "ledger.db"), max_attempts=3

@@ -239,7 +239,7 @@ def test_failed_ack_means_redelivery_not_loss() -> None:
     app.register(URN, lambda m: runs.append(m.delivery_count or 0))
     publish(transport, 1)
     app.run_until_empty()
-    assert app.stats()["settle_errors"] == 1
+    assert app.stats()["disposition_errors"] == 1
     time.sleep(0.3)
     app.run_until_empty()
     assert runs == [1, 2]

@@ -17,10 +17,11 @@ from babelq.envelope.constants import (
 )
 from babelq.envelope.dead_letter import annotate, dead_letter_block, dlq_name, exception_name, redrive
 from babelq.envelope.ids import now_ms, uuid4
-from babelq.envelope.make import decode, encode, make
+from babelq.envelope.make import encode, make
 from babelq.envelope.model import Envelope
 from babelq.envelope.payload import check_json
 from babelq.envelope.poison import original_bytes, poison_record, record_or_poison
+from babelq.envelope.read import decode
 from babelq.envelope.urn import check_urn, urn_problem
 from babelq.envelope.verdict import accepts, rejection, urn_of
 

@@ -1,19 +1,18 @@
-"""Producing and reading envelopes: :func:`make` and :func:`decode` (docs/standard.md §2).
+"""Producing envelopes: :func:`make` and :func:`encode` (docs/standard.md §2); reading them is
+:mod:`babelq.envelope.read`.
 
 ``make`` checks everything a producer must refuse, mints the ids and encodes the envelope
 once, so an error surfaces where the message is built, not later on a publish path. The
 payload walk is the hot part: a fast walk covers the common case, and only a refusal or an
 odd value costs the full check that names the offending path.
 
-``decode`` is orjson plus a lazy :class:`~babelq.envelope.model.Envelope`; routing (``urn``,
-``accepts()``) reads only the frame, so a consumer pays for nothing it does not use.
-
-Both sides keep the envelope within :data:`~babelq.envelope.constants.MAX_DEPTH` levels of
-nesting: ``make`` refuses a deeper payload naming the path, ``decode`` calls a deeper body
-poison. A body shorter than :data:`~babelq.envelope.limits.SHALLOW_JSON_BYTES` cannot be that
-deep, so the usual message pays one length comparison for the check; a longer one is
-re-encoded by orjson (:func:`~babelq.envelope.wire.depth_checked_dump`), which the envelope
-keeps for the exact-integer check the first read of its payload needs anyway.
+Both sides (``make`` here, ``decode`` in :mod:`babelq.envelope.read`) keep the envelope within
+:data:`~babelq.envelope.constants.MAX_DEPTH` levels of nesting: ``make`` refuses a deeper payload
+naming the path, ``decode`` calls a deeper body poison. A body shorter than
+:data:`~babelq.envelope.limits.SHALLOW_JSON_BYTES` cannot be that deep, so the usual message pays
+one length comparison for the check; a longer one is re-encoded by orjson
+(:func:`~babelq.envelope.wire.depth_checked_dump`), which the envelope keeps for the exact-integer
+check the first read of its payload needs anyway.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ from babelq.errors import EnvelopeError, URNError
 
 _RESERVED_META = frozenset(CORE_META_KEYS) | FORBIDDEN_META | frozenset(EXTENSION_META_KEYS)
 _now_ns = time.time_ns
-_orjson_loads = orjson.loads
 
 
 def _need_str(path: str, value: object) -> str:
@@ -265,31 +263,6 @@ def make(
     doc = {"job": urn, "trace_id": trace_id, "data": payload, "meta": block, "attempts": 0}
     body, needs_std = _encode_new(doc, flags, stacklevel=2)
     return Envelope._made(doc, body, needs_std)
-
-
-def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
-    """Read an envelope from wire bytes (or text).
-
-    Raises :class:`~babelq.errors.DecodeError` (and nothing else) when the body is not valid
-    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double), nested deeper than
-    :data:`~babelq.envelope.constants.MAX_DEPTH` levels, or not a JSON object: such a body is
-    poison. A body that is an object but breaks the consumer rules decodes fine; check
-    :meth:`Envelope.accepts`.
-    """
-    raw = body if body.__class__ is bytes else wire.as_bytes(body)
-    try:
-        doc = _orjson_loads(raw)
-    except orjson.JSONDecodeError:
-        doc, exact = wire.loads_fast(raw)  # the standard library's second look, or DecodeError
-        return Envelope._decoded(doc, raw, exact)
-    if len(raw) > SHALLOW_JSON_BYTES:  # could be nested too deeply (raises DecodeError if so)
-        dumped = wire.depth_checked_dump(raw, doc)
-        if doc.__class__ is not dict:
-            raise wire.not_object(doc)
-        return Envelope._decoded(doc, raw, False, dumped)
-    if doc.__class__ is not dict:
-        raise wire.not_object(doc)
-    return Envelope._decoded(doc, raw, False)
 
 
 def encode(envelope: Envelope) -> bytes:

@@ -16,14 +16,14 @@ client library), which claim ids atomically.
 
 from babelq.idempotency.memory import MemoryStore
 from babelq.idempotency.store import ClaimingStore, IdempotencyStore
-from babelq.idempotency.wrap import ClaimedElsewhereError, Outcome, message_id, wrap
+from babelq.idempotency.wrap import ClaimedElsewhereError, HandlerRun, message_id, wrap
 
 __all__ = [
     "ClaimedElsewhereError",
     "ClaimingStore",
+    "HandlerRun",
     "IdempotencyStore",
     "MemoryStore",
-    "Outcome",
     "message_id",
     "wrap",
 ]

@@ -1,6 +1,6 @@
 """Wrapping a handler so a redelivered message does not run twice (docs/standard.md §7).
 
-The wrapped handler returns an :class:`Outcome` instead of the bare result, because the
+The wrapped handler returns an :class:`HandlerRun` instead of the bare result, because the
 caller (a runtime acking the delivery, a test counting effects) needs to know whether the
 handler ran or the message was a duplicate; the handler's own result is kept on it.
 
@@ -50,7 +50,7 @@ class ClaimedElsewhereError(BabelqError):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome(Generic[R]):
+class HandlerRun(Generic[R]):
     """What a wrapped handler did with one message.
 
     ``ran`` is False only when the message was a duplicate and the handler was skipped
@@ -85,18 +85,18 @@ def wrap(
     handler: Callable[[M], R],
     *,
     key: Callable[[M], str | None] = message_id,
-) -> Callable[[M], Outcome[R]]:
+) -> Callable[[M], HandlerRun[R]]:
     """``handler`` made idempotent on ``key(message)`` (``meta.id`` by default)."""
     if isinstance(store, ClaimingStore):
         claiming: ClaimingStore = store
 
-        def run_claimed(message: M) -> Outcome[R]:
+        def run_claimed(message: M) -> HandlerRun[R]:
             k = key(message)
             if not k:
-                return Outcome(True, handler(message), None)
+                return HandlerRun(True, handler(message), None)
             if not claiming.claim(k):
                 if claiming.seen(k):
-                    return Outcome(False, None, k)
+                    return HandlerRun(False, None, k)
                 raise ClaimedElsewhereError(k)
             try:
                 result = handler(message)
@@ -104,19 +104,19 @@ def wrap(
                 _quietly(claiming.release, k, "release the claim on")
                 raise
             _quietly(claiming.remember, k, "remember")
-            return Outcome(True, result, k)
+            return HandlerRun(True, result, k)
 
         return run_claimed
 
-    def run(message: M) -> Outcome[R]:
+    def run(message: M) -> HandlerRun[R]:
         k = key(message)
         if not k:
-            return Outcome(True, handler(message), None)
+            return HandlerRun(True, handler(message), None)
         if store.seen(k):
-            return Outcome(False, None, k)
+            return HandlerRun(False, None, k)
         result = handler(message)
         _quietly(store.remember, k, "remember")
-        return Outcome(True, result, k)
+        return HandlerRun(True, result, k)
 
     return run
 

@@ -31,11 +31,11 @@ from typing import Any
 from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
+from babelq.pipelines.ingest_rules import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
 from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
 from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.stages import StageClock
-from babelq.pipelines.validation import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
 from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ def value_groups(checked: Any) -> list[ValueGroup]:
 
     One aggregation over the validated rows, in the job that counts them anyway (a few more
     groups, no extra pass over the file). An amount counts when it is what the rules call an
-    integer (:data:`~babelq.pipelines.validation.DIGITS`); its sum is a DECIMAL(38, 0), so a file
+    integer (:data:`~babelq.pipelines.ingest_rules.DIGITS`); its sum is a DECIMAL(38, 0), so a file
     of 18-digit amounts cannot overflow it."""
     from pyspark.sql import functions as sf
 

@@ -37,8 +37,8 @@ from babelq.pipelines.ingest import (
     read_bulk,
     write_rejects,
 )
+from babelq.pipelines.ingest_rules import Limits, normalise, validate
 from babelq.pipelines.journal import file_digest
-from babelq.pipelines.validation import Limits, normalise, validate
 from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ The BSB and account patterns, the currency list (ISO 4217, :mod:`~babelq.pipelin
 the amount bounds and the reference length are written here and nowhere else; every check of a
 payment is derived from this schema:
 
-* ingest's SQL rules (:mod:`babelq.pipelines.validation`) read their patterns, currency list and
+* ingest's SQL rules (:mod:`babelq.pipelines.ingest_rules`) read their patterns, currency list and
   default amount bounds through :func:`field_schema`, so a bad BSB is ``debtor_bsb_invalid`` in
   the rejects rather than a generic schema error;
 * ingest then checks every row's whole data object against the schema in Spark before publishing

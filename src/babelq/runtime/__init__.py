@@ -8,24 +8,25 @@
 
 Consume path (see :mod:`babelq.runtime.pipeline`): poison check -> tracing -> metrics ->
 expiry -> deliver_at -> URN routing -> feature middleware -> handler; outcomes are settled
-(ack in batches, retry with backoff, dead-letter) by :mod:`babelq.runtime.settle`.
+(ack in batches, retry with backoff, dead-letter) by :mod:`babelq.runtime.disposition`.
 """
 
 from babelq.runtime.app import App
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.context import MessageContextFilter, current_message
+from babelq.runtime.disposition import DeadLetterPolicy, FailurePolicy
 from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next
 from babelq.runtime.outcome import Action, Outcome
 from babelq.runtime.routing import Handler, UnknownURNStrategy
-from babelq.runtime.settle import DeadLetterPolicy, SettlePolicy
 
 __all__ = [
     "Action",
     "App",
     "Backoff",
     "DeadLetterPolicy",
+    "FailurePolicy",
     "Handler",
     "Message",
     "MessageContextFilter",
@@ -33,7 +34,6 @@ __all__ = [
     "Next",
     "Outcome",
     "PermanentError",
-    "SettlePolicy",
     "UnknownURNError",
     "UnknownURNStrategy",
     "current_message",

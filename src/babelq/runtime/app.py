@@ -39,12 +39,12 @@ from babelq.runtime import context
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.consumer import Consumer, Limits, Tuning
 from babelq.runtime.counters import Counters
+from babelq.runtime.disposition import DeadLetterPolicy, Disposer, FailurePolicy
 from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware, compose_publish
 from babelq.runtime.outage import RetryPause, broker_label, one_line
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
-from babelq.runtime.settle import DeadLetterPolicy, SettlePolicy, Settler
 from babelq.runtime.signals import stop_on_signals
 from babelq.transports import open_transport
 from babelq.transports.base import Outgoing, Transport
@@ -109,7 +109,7 @@ class App:
             poll_timeout=poll_timeout,
             grace_period=grace_period,
         )
-        self.policy = SettlePolicy(
+        self.policy = FailurePolicy(
             max_attempts=max_attempts,
             backoff=backoff or Backoff(),
             dead_letter=dead_letter,
@@ -397,7 +397,7 @@ class App:
             transport,
             queue or self.queue,
             pipeline=self._pipeline,
-            settler=Settler(transport, self.counters, self.policy, self.log),
+            disposer=Disposer(transport, self.counters, self.policy, self.log),
             counters=self.counters,
             tuning=self.tuning,
             log=self.log,

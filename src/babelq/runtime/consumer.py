@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
 from babelq.runtime.counters import Counters
+from babelq.runtime.disposition import Disposer
 from babelq.runtime.leases import LeaseKeeper
 from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable, one_line
 from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNSTARTED, Outcome
 from babelq.runtime.pipeline import Pipeline, Processed
-from babelq.runtime.settle import Settler
 from babelq.transports.base import Delivery, Transport
 
 _FETCH_BACKOFF_FIRST = 0.2  #: seconds before the second attempt at a broker that failed a fetch
@@ -79,7 +79,7 @@ class Consumer:
         queue: str,
         *,
         pipeline: Pipeline,
-        settler: Settler,
+        disposer: Disposer,
         counters: Counters,
         tuning: Tuning,
         log: logging.Logger,
@@ -90,7 +90,7 @@ class Consumer:
         #: how log lines name the broker (its URL, redacted)
         self.broker = broker or getattr(transport, "scheme", "") or type(transport).__name__
         self.pipeline = pipeline
-        self.settler = settler
+        self.disposer = disposer
         self.counters = counters
         self.tuning = tuning
         self.log = log
@@ -185,7 +185,7 @@ class Consumer:
 
     # -- handlers on the conductor ------------------------------------------------------------
     def _run_inline(self, limits: Limits) -> int:
-        settle, process, observe = self.settler.settle, self.pipeline.process, self.gate.observe
+        settle, process, observe = self.disposer.settle, self.pipeline.process, self.gate.observe
         leases = self.leases
         renew = leases.every is not None
         timeout = self.tuning.idle_timeout if limits.until_empty else self.tuning.poll_timeout
@@ -219,9 +219,9 @@ class Consumer:
                 finally:  # stopped, or interrupted: give back what was never started
                     for delivery in batch[started:]:
                         settle(Processed.unstarted(delivery), acks)
-                self.settler.flush(acks)
+                self.disposer.flush(acks)
         finally:
-            self.settler.flush(acks)
+            self.disposer.flush(acks)
         return done
 
     # -- handlers on worker threads -----------------------------------------------------------
@@ -250,7 +250,7 @@ class Consumer:
         limit = self.tuning.prefetch
         while True:
             self.gate.observe(item.outcome.label)
-            self.settler.settle(item, acks)
+            self.disposer.settle(item, acks)
             self.leases.let_go(item.delivery)
             settled += 1
             if item.outcome.label != UNSTARTED:
@@ -261,7 +261,7 @@ class Consumer:
                 item = results.get_nowait()
             except Empty:
                 break
-        self.settler.flush(acks)
+        self.disposer.flush(acks)
         return settled, processed
 
     def _run_threaded(self, limits: Limits) -> int:
@@ -329,7 +329,7 @@ class Consumer:
             except Empty:
                 break
             if delivery is not None:
-                self.settler.settle(Processed.unstarted(delivery), acks)
+                self.disposer.settle(Processed.unstarted(delivery), acks)
                 self.leases.let_go(delivery)
                 in_flight -= 1
         for _ in threads:
@@ -344,7 +344,7 @@ class Consumer:
             in_flight -= settled
             done += processed
             self.leases.tick()
-        self.settler.flush(acks)
+        self.disposer.flush(acks)
         if in_flight > 0:
             self.log.warning(
                 "stopped with %d handler(s) still running on %r; their messages will be delivered "

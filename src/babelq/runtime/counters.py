@@ -31,7 +31,7 @@ STANDARD = (
     "deleted",
     "unstarted_released",
     "unavailable",
-    "settle_errors",
+    "disposition_errors",
     "fetch_errors",
 )
 

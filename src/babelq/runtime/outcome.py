@@ -1,7 +1,7 @@
 """What the consume path decided for one delivery, as a value.
 
 Middleware and handlers never touch the transport. The chain returns an :class:`Outcome`
-(ack, release, fail, dead-letter) and one place, :mod:`babelq.runtime.settle`, turns it into
+(ack, release, fail, dead-letter) and one place, :mod:`babelq.runtime.disposition`, turns it into
 broker calls. Keeping the decision a value lets middleware look at what happened inside it
 (the idempotency middleware remembers an id only when the outcome succeeded; the metrics
 middleware counts outcomes) without exceptions crossing every layer.

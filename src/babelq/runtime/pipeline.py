@@ -5,7 +5,7 @@ For every delivery, in this order:
 1. **bytes -> envelope.** A body that is not UTF-8 JSON object is poison (``DecodeError``).
 2. **consumer rules.** A decodable body that breaks them (no URN, schema_version other than
    1, data not an object, ...) is poison too, with cause ``unsupported``. Poison never reaches
-   a handler; the settler dead-letters it with reason ``poison`` and the original bytes
+   a handler; the disposer dead-letters it with reason ``poison`` and the original bytes
    preserved exactly.
 3. **the handler's view:** a :class:`~babelq.runtime.message.Message` with the reconciled
    attempts and the broker's delivery facts.
@@ -29,7 +29,7 @@ For every delivery, in this order:
 
 The result is a :class:`Processed` (delivery, message, outcome). Turning the outcome into
 broker calls (ack, retry with backoff, dead-letter, release) happens in
-:mod:`babelq.runtime.settle`, on the thread that owns the transport.
+:mod:`babelq.runtime.disposition`, on the thread that owns the transport.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ under which names, and how a failed attempt is retried.
 Two consumers apply them. The worker runtime does, per message in Python
 (:mod:`babelq.runtime.pipeline` and the built-in middleware call the functions here), and so
 does the payments pipeline's ``settle``, per micro-batch as Spark expressions
-(:mod:`babelq.pipelines.settle_classify` builds one ``CASE WHEN`` from :data:`ORDER`, a branch per
+(:mod:`babelq.pipelines.settle.classify` builds one ``CASE WHEN`` from :data:`ORDER`, a branch per
 rule, and asks :class:`RetryPolicy` the same questions). They used to carry a copy each, and the
 copies drifted: a ``schema_version: 2`` body was cause ``unsupported`` in settle and had no cause
 in the runtime, settle retried after a fixed delay where the runtime used jittered backoff, and

@@ -1,7 +1,7 @@
 """JSON Schema ``pattern`` regexes (Python ``re`` syntax, as jsonschema runs them) as Java regexes.
 
 The Spark schema check (:mod:`babelq.spark.schema_check`) and ingest's SQL rules
-(:mod:`babelq.pipelines.validation`) run a schema's patterns with Spark's ``rlike``, a Java regex
+(:mod:`babelq.pipelines.ingest_rules`) run a schema's patterns with Spark's ``rlike``, a Java regex
 search; :func:`java_regex` is the one place that makes such a search find what Python's
 ``re.search`` finds:
 

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from babelq.metrics import counter_lines
     from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import SettleStats
-    from babelq.pipelines.settle_metrics import serve_settle_metrics, settle_counters
+    from babelq.pipelines.settle.metrics import serve_settle_metrics, settle_counters
 
     url = required_broker_url(args)
     # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger

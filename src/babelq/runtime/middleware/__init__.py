@@ -4,7 +4,7 @@ A middleware is any callable ``(message, call_next) -> Outcome``. It may look at
 message, return an outcome without calling ``call_next`` (skip a duplicate, defer an early
 message), pass a different message on (``message.with_data(...)``) or inspect what the
 rest of the chain decided. It never talks to the broker: settling is done once, by
-:mod:`babelq.runtime.settle`. The built-in chain is assembled in
+:mod:`babelq.runtime.disposition`. The built-in chain is assembled in
 :mod:`babelq.runtime.pipeline`.
 
 The publish side has its own chain: a **publish middleware** is any callable

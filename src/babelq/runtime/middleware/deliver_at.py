@@ -3,7 +3,7 @@
 Producers ask for a delay through the broker's native delay (``App.publish`` derives it
 from ``deliver_at``), so this is the safety net for brokers without one, clocks that
 disagree, or messages moved by hand. The message is released unchanged with the remaining
-delay (capped by the settler at the transport's maximum; it is simply re-checked when it
+delay (capped by the disposer at the transport's maximum; it is simply re-checked when it
 comes back).
 """
 

@@ -3,7 +3,7 @@
 Every outcome carries a label (``handled``, ``failed``, ``duplicates_skipped``,
 ``expired``, ``deferred``, ``unknown_urn``...) and this middleware adds one to that counter.
 What the runtime then did at the broker (retried, dead-lettered by reason, released) is
-counted where it happens, in :mod:`babelq.runtime.settle`.
+counted where it happens, in :mod:`babelq.runtime.disposition`.
 """
 
 from __future__ import annotations

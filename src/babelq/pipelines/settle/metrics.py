@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from babelq.pipelines.settle_partition import (
+from babelq.pipelines.settle.partition import (
     DEAD_LETTERED,
     DEFERRED,
     POSTED,
@@ -53,7 +53,7 @@ _POISON_CAUSES = frozenset({rules.POISON, rules.UNSUPPORTED, UNPROCESSABLE})
 
 
 def dead_letter_reason(cause: str) -> str:
-    """The dead letter's ``reason`` for a settle ``cause`` (as :mod:`babelq.pipelines.settle_partition`
+    """The dead letter's ``reason`` for a settle ``cause`` (as :mod:`babelq.pipelines.settle.partition`
     writes them): poison records, unknown URNs, and ``failed`` for the rest."""
     if cause in _POISON_CAUSES:
         return rules.REASON_POISON

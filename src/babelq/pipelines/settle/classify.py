@@ -14,7 +14,7 @@ Everything here is Spark SQL expressions (no Python runs per row):
    (``on_failure``: ``retry`` or ``max_attempts``, by the shared
    :class:`~babelq.runtime.rules.RetryPolicy`). The rows are hash-partitioned by ``meta.id``
    first, so every copy of a message meets its original in one partition, and each partition is
-   then settled by one Python task (:mod:`babelq.pipelines.settle_partition`), all at once.
+   then settled by one Python task (:mod:`babelq.pipelines.settle.partition`), all at once.
 
 The rules are the runtime's (:mod:`babelq.runtime.rules`): the ``CASE WHEN`` is built from
 :data:`~babelq.runtime.rules.ORDER`, one branch per rule, and refuses to build when a rule has no

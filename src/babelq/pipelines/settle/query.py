@@ -4,11 +4,11 @@ The query reads the queue through the ``babelq`` source (acks after each micro-b
 commits) and hands every micro-batch to :func:`process_batch`, one Spark action per
 micro-batch, in two stages:
 
-* on the JVM (:mod:`babelq.pipelines.settle_classify`): every body decoded by babelq's scanner,
+* on the JVM (:mod:`babelq.pipelines.settle.classify`): every body decoded by babelq's scanner,
   classified by the consume rules the worker runtime applies (:mod:`babelq.runtime.rules`: poison,
   unsupported, expired, deferred, unknown URN, copies, retry or DLQ on failure) as Spark
   expressions, hash-partitioned by ``meta.id`` so that copies of a message meet in one partition;
-* in Python, in every partition at once (:mod:`babelq.pipelines.settle_partition`): the handler
+* in Python, in every partition at once (:mod:`babelq.pipelines.settle.partition`): the handler
   (schema, core banking) for the rows that reach it, then one ledger transaction per partition
   holding its postings, processed ids and outbox claims, then the partition's dead letters and
   retries published from that executor through the ``babelq`` transports.
@@ -41,8 +41,8 @@ from typing import Any
 from babelq.envelope import now_ms
 from babelq.errors import BabelqError
 from babelq.pipelines.ledger import open_ledger
-from babelq.pipelines.settle_classify import classified, decoded
-from babelq.pipelines.settle_partition import (
+from babelq.pipelines.settle.classify import classified, decoded
+from babelq.pipelines.settle.partition import (
     HANDLED_URNS,
     OUTCOME_SCHEMA,
     READ_BY,
@@ -105,7 +105,7 @@ def settle_frame(
     df: Any, config: SettleConfig, *, partitions: int, now: int | None = None,
     seconds: dict[str, float] | None = None, readers: dict[str, int] | None = None,
 ) -> dict[tuple[str, str], int]:
-    """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle_classify.decoded` made (of a
+    """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle.classify.decoded` made (of a
     ``body`` column, optionally ``broker_attempts`` and ``read_by``), in ``partitions`` parallel
     tasks; returns how many had each (outcome, cause), adds each phase's seconds (summed over the
     tasks) to ``seconds`` and the messages per reading process to ``readers``. One Spark action,

@@ -62,7 +62,7 @@ def _extra(message: Message | None) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class SettlePolicy:
+class FailurePolicy:
     """How failures are retried and where dead letters go (validated on creation)."""
 
     max_attempts: int = 3
@@ -81,11 +81,11 @@ class SettlePolicy:
             raise ConfigurationError(f"max_delay_ms: must be >= 0, got {self.max_delay_ms}")
 
 
-class Settler:
+class Disposer:
     """Applies outcomes to the transport and counts what it did."""
 
     def __init__(
-        self, transport: Transport, counters: Counters, policy: SettlePolicy, log: logging.Logger
+        self, transport: Transport, counters: Counters, policy: FailurePolicy, log: logging.Logger
     ) -> None:
         self.transport = transport
         self.counters = counters
@@ -109,7 +109,7 @@ class Settler:
             else:
                 self.transport.ack_many(batch)
         except Exception:
-            self.counters.incr("settle_errors")
+            self.counters.incr("disposition_errors")
             self.log.exception(
                 "acking %d message(s) failed; they will be delivered again after the visibility timeout",
                 len(batch),
@@ -125,7 +125,7 @@ class Settler:
         try:
             self._settle(processed, acks)
         except Exception:
-            self.counters.incr("settle_errors")
+            self.counters.incr("disposition_errors")
             message = processed.message
             self.log.exception(
                 "settling %s (%s) failed; it will be delivered again after the visibility timeout",

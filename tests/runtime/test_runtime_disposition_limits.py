@@ -1,7 +1,7 @@
 """Every message the runtime was given can be retried or dead-lettered: nothing loops (issue 10).
 
 The fault: a body decode accepted but encode could not write (data nested ~1000 deep) failed
-on both the retry and the dead-letter path, so the settler logged an error and the message came
+on both the retry and the dead-letter path, so the disposer logged an error and the message came
 back after every visibility timeout with ``attempts`` still 0 and the DLQ empty. Settling must
 never fail on a message: what cannot be annotated or re-encoded goes to the DLQ as the poison
 record of its original bytes, and ``attempts`` never goes beyond signed 64-bit.
@@ -25,10 +25,10 @@ from babelq.envelope.limits import nesting_depth
 from babelq.errors import DecodeError
 from babelq.runtime import App, Backoff, Message
 from babelq.runtime.counters import Counters
+from babelq.runtime.disposition import Disposer, FailurePolicy
 from babelq.runtime.message import Message as RuntimeMessage
 from babelq.runtime.outcome import Outcome
 from babelq.runtime.pipeline import Processed
-from babelq.runtime.settle import SettlePolicy, Settler
 from babelq.transports.memory import MemoryTransport
 
 from .support import RecordingTransport, dlq
@@ -68,17 +68,17 @@ def _settle(body: bytes, outcome: Outcome, *, max_attempts: int = 3) -> tuple[Me
     [delivery] = transport.reserve("q")
     message = RuntimeMessage.of(decode(delivery.body), delivery)
     counters = Counters()
-    policy = SettlePolicy(max_attempts=max_attempts, backoff=Backoff(base_ms=0, jitter=False))
-    settler = Settler(transport, counters, policy, logging.getLogger("test.settle"))
+    policy = FailurePolicy(max_attempts=max_attempts, backoff=Backoff(base_ms=0, jitter=False))
+    disposer = Disposer(transport, counters, policy, logging.getLogger("test.settle"))
     acks: list[Any] = []
-    settler.settle(Processed(delivery, message, outcome), acks)
-    settler.flush(acks)
+    disposer.settle(Processed(delivery, message, outcome), acks)
+    disposer.flush(acks)
     return transport, counters
 
 
 def _settled_cleanly(transport: MemoryTransport, counters: Counters) -> tuple[list[bytes], list[bytes]]:
     """(retried bodies, dead letters); asserts the reservation was settled and nothing failed."""
-    assert counters.snapshot().get("settle_errors", 0) == 0
+    assert counters.snapshot().get("disposition_errors", 0) == 0
     assert transport.reserved("q") == 0
     retried, dead = transport.peek_all("q"), transport.peek_all("q.dlq")
     assert len(retried) + len(dead) == 1
@@ -111,7 +111,7 @@ def test_a_body_nested_too_deep_for_the_old_encoder_is_dead_lettered_not_looped(
     assert [env.attempts for env in failed] == [3]
     poison = [r for r in records if decode(r).dead_letter["reason"] == "poison"]  # type: ignore[index]
     assert original_bytes(poison[0]) == _body(_doc(_deep_data(1000)))
-    assert app.stats().get("settle_errors", 0) == 0
+    assert app.stats().get("disposition_errors", 0) == 0
 
 
 # -- attempts at the edge of int64 ------------------------------------------------------------------

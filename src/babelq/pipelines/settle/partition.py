@@ -1,7 +1,7 @@
 """Settle's work on one partition of a micro-batch: the handler, one ledger transaction, the outbox.
 
 Runs in a Spark Python worker, in every partition of the micro-batch at once, over the Arrow
-batches of the rows :func:`babelq.pipelines.settle_classify.classified` made on the JVM: decoded,
+batches of the rows :func:`babelq.pipelines.settle.classify.classified` made on the JVM: decoded,
 given their consume rule (``rule``), marked when they are a ``copy`` of a message met earlier in
 the micro-batch, hash-partitioned by ``meta.id``. Only the rows that need it are read further in
 Python (``data`` for the handler, the envelope for a dead letter or a retry); the bodies stay in
@@ -55,7 +55,7 @@ from babelq.pipelines import TRANSFER_URN
 from babelq.pipelines.core_banking import CoreBankingSimulator
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Ledger, Outbound, Posting, open_ledger, outbox_key
-from babelq.pipelines.settle_classify import CLASSIFIED
+from babelq.pipelines.settle.classify import CLASSIFIED
 from babelq.pipelines.transfer_schema import obviously_valid, schema_errors
 from babelq.runtime import rules
 from babelq.runtime.backoff import Backoff
