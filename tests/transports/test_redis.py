@@ -168,6 +168,21 @@ def test_pickled_transport_reconnects(transport: RedisTransport, unique_queue: s
         copy.close()
 
 
+def test_a_pickled_copy_keeps_every_option(url: str) -> None:
+    """The shared options and the default layout's own (``delays``) all survive the trip."""
+    t = RedisTransport(
+        url, prefix="bqtest:", visibility_timeout=7, poll_interval=0.2, sweep_limit=50, delays="lease"
+    )
+    copy = pickle.loads(pickle.dumps(t))
+    try:
+        assert type(copy) is RedisTransport
+        assert (copy.url, copy.prefix, copy.visibility_timeout) == (url, "bqtest:", 7.0)
+        assert (copy.poll_interval, copy.sweep_limit, copy.delays) == (0.2, 50, "lease")
+    finally:
+        t.close()
+        copy.close()
+
+
 def test_babelqueue_sdk_and_babelq_recover_each_others_reservations(
     url: str, unique_queue: str, transport: RedisTransport
 ) -> None:

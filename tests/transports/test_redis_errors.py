@@ -9,6 +9,7 @@ machine's Redis on 6379 is never touched.
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import redis
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports import open_transport
 from babelq.transports.redis import CONNECT_TIMEOUT, RedisTransport
+from babelq.transports.redis_laravel import RedisLaravelTransport
 from conftest import REQUIRE_LIVE, reachable, require_service
 
 pytestmark = pytest.mark.live
@@ -135,6 +137,27 @@ def test_given_client_errors_name_its_address_without_the_password() -> None:
     text = _one_line(caught.value)
     assert "127.0.0.1:1" in text and PASSWORD not in text
     transport.close()
+    client.close()
+
+
+def test_the_laravel_layout_follows_the_same_connection_rules() -> None:
+    """Both layouts connect through babelq.transports.redis_connection: the same open-time
+    error, given-client address, pickling refusal and use-after-close."""
+    with pytest.raises(UnavailableError) as caught:
+        open_transport(f"redis://:{PASSWORD}@127.0.0.1:1/0?laravel=1")
+    text = _one_line(caught.value)
+    assert "redis://:***@127.0.0.1:1/0" in text and PASSWORD not in text
+    assert isinstance(caught.value.__cause__, redis.ConnectionError)
+    client = redis.Redis.from_url(f"redis://:{PASSWORD}@127.0.0.1:1/0")
+    transport = RedisLaravelTransport(client=client)
+    with pytest.raises(UnavailableError) as caught:
+        transport.purge("orders")
+    assert "127.0.0.1:1" in str(caught.value) and PASSWORD not in str(caught.value)
+    with pytest.raises(TypeError, match="a RedisLaravelTransport built around a given client"):
+        pickle.dumps(transport)
+    transport.close()
+    with pytest.raises(ConfigurationError, match="used after close"):
+        transport.publish("orders", b"x")
     client.close()
 
 

@@ -59,27 +59,27 @@ with the URL's password replaced by ``***``: a refused password or missing permi
 connection, a timeout, a read-only replica or a full server is an
 :class:`~babelq.errors.UnavailableError` (the broker's fault, not the message's: the runtime
 puts the message back instead of spending an attempt), with redis-py's exception as
-``__cause__``. Anything else from redis-py is a bug and is raised as it is.
+``__cause__``. Anything else from redis-py is a bug and is raised as it is. These rules, the
+client and its open/close/pickling are shared with the Laravel layout and live in
+:mod:`babelq.transports.redis_connection`; this module is the key layout and its scripts.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
-import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
 from babelq.envelope import Envelope
-from babelq.errors import BabelqError, ConfigurationError, UnavailableError
-from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
+from babelq.errors import ConfigurationError
+from babelq.transports.base import Delivery, Outgoing, check_tag
+from babelq.transports.redis_connection import CONNECT_TIMEOUT, RedisConnection, driver_errors
 from babelq.transports.redis_options import DelayMode, RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
-from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -89,12 +89,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-#: seconds redis-py may take to open a connection unless the URL sets ``socket_connect_timeout``
-CONNECT_TIMEOUT = 10.0
-
 _BODY_AT = TOKEN_LENGTH + 2  # Lua index of the first body byte in "<token>:<body>"
 _RPUSH_CHUNK = 5000
 # Lua's unpack() takes at most ~8000 values: scripts get at most this many messages per call.
@@ -103,13 +97,10 @@ _COUNTS_TTL = 86_400  # seconds
 #: a tagged reservation's record lives at least this long after its last renewal (seconds)
 TAG_RECORD_SECONDS = 600
 
-# KEYS: ready, processing, deadlines, delayed, deliveries
-# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s)
-# -> {bodies, delivery counts, token prefix echo, ms until the next due/lapse or -1}
-_RESERVE = f"""
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local limit = tonumber(ARGV[4])
+# The first step of both reserves (_RESERVE and _RESERVE_TAGGED): promote due delayed bodies to
+# the tail, sweep lapsed reservations back to the head. Expects `now` and `limit`; KEYS as in
+# _RESERVE (1 ready, 2 processing, 3 deadlines, 4 delayed).
+_PROMOTE_AND_SWEEP = f"""
 local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
 if #due > 0 then
   for _, m in ipairs(due) do
@@ -127,22 +118,33 @@ if #lapsed > 0 then
   end
   redis.call('ZREM', KEYS[3], unpack(lapsed))
 end
-local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
+"""
+
+# KEYS: ready, processing, deadlines, delayed, deliveries
+# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s)
+# -> {bodies, delivery counts, token prefix echo, ms until the next due/lapse or -1}
+_RESERVE = (
+    """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local limit = tonumber(ARGV[4])"""
+    + _PROMOTE_AND_SWEEP
+    + """local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
 if not bodies then
   local wait = -1
-  for _, key in ipairs({{KEYS[3], KEYS[4]}}) do
+  for _, key in ipairs({KEYS[3], KEYS[4]}) do
     local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #first > 0 then
       local ms = math.max(math.floor((tonumber(first[2]) - now) * 1000), 0)
       if wait < 0 or ms < wait then wait = ms end
     end
   end
-  return {{{{}}, {{}}, wait}}
+  return {{}, {}, wait}
 end
 redis.call('RPUSH', KEYS[2], unpack(bodies))
 local deadline = now + tonumber(ARGV[2])
-local members = {{}}
-local digests = {{}}
+local members = {}
+local digests = {}
 for i, body in ipairs(bodies) do
   members[#members + 1] = deadline
   members[#members + 1] = ARGV[3] .. string.format('%08x', i) .. ':' .. body
@@ -150,8 +152,8 @@ for i, body in ipairs(bodies) do
 end
 redis.call('ZADD', KEYS[3], unpack(members))
 local seen = redis.call('HMGET', KEYS[5], unpack(digests))
-local counts = {{}}
-local fields = {{}}
+local counts = {}
+local fields = {}
 for i, digest in ipairs(digests) do
   local n = (tonumber(seen[i]) or 0) + 1
   for j = 1, i - 1 do  -- identical bodies in one batch: count each hand-out
@@ -163,8 +165,9 @@ for i, digest in ipairs(digests) do
 end
 redis.call('HSET', KEYS[5], unpack(fields))
 redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
-return {{bodies, counts, 0}}
+return {bodies, counts, 0}
 """
+)
 
 # KEYS: processing, deadlines, deliveries   ARGV: reservation members -> how many were held
 _ACK = f"""
@@ -254,28 +257,6 @@ for i = 1, #ARGV, 2 do
   redis.call('RPUSH', KEYS[1], string.sub(ARGV[i + 1], {_BODY_AT}))
 end
 return redis.call('ZADD', KEYS[2], unpack(args))
-"""
-
-# The first half of _RESERVE (promote due delayed bodies, sweep lapsed reservations back to the
-# head), shared by the tagged reserve. Expects `now` and `limit`; KEYS as in _RESERVE.
-_PROMOTE_AND_SWEEP = f"""
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, limit)
-if #due > 0 then
-  for _, m in ipairs(due) do
-    redis.call('RPUSH', KEYS[1], string.sub(m, {_BODY_AT}))
-  end
-  redis.call('ZREM', KEYS[4], unpack(due))
-end
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
-if #lapsed > 0 then
-  for i = #lapsed, 1, -1 do
-    local body = string.sub(lapsed[i], {_BODY_AT})
-    if redis.call('LREM', KEYS[2], 1, body) == 1 then
-      redis.call('LPUSH', KEYS[1], body)
-    end
-  end
-  redis.call('ZREM', KEYS[3], unpack(lapsed))
-end
 """
 
 # Members of a tag's record still in the deadline set, chunk by chunk (unpack takes ~8000 values
@@ -482,78 +463,13 @@ def _delivery(queue: str, held: bytes, count: int) -> Delivery:
     )
 
 
-def _reopen(url: str, options: dict[str, Any]) -> RedisTransport:
-    return RedisTransport(url, **options)
+class RedisTransport(RedisConnection):
+    """Queues as Redis lists with reservation deadlines; thread-safe (redis-py pools connections).
 
-
-def _translated(exc: BaseException, action: str, where: str) -> BabelqError | None:
-    """babelq's error for a redis-py error raised during ``action`` on ``where``; None if not one.
-
-    The split is what a caller must do next: fix the configuration (a refused password, a
-    missing ACL permission, a key of the queue that holds another type), wait for the broker
-    (connection refused, lost or timed out, a replica that became read-only during a failover,
-    a server out of memory, a cluster that is down); anything else is a bug, raised unchanged.
+    The connection (client, ping at open, errors, close, pickling) is
+    :class:`~babelq.transports.redis_connection.RedisConnection`'s; this class is the layout.
     """
-    errors = sys.modules.get("redis.exceptions")
-    if errors is None:  # redis-py was never imported: this cannot be one of its errors
-        return None
-    detail = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
-    refused = (
-        errors.AuthenticationError,
-        errors.AuthorizationError,
-        errors.AuthenticationWrongNumberOfArgsError,
-        errors.NoPermissionError,
-    )
-    if isinstance(exc, refused):
-        return ConfigurationError(
-            f"url: redis at {where} refused {action}: authentication or permission failed "
-            f"({detail}); check the user and password in the URL"
-        )
-    unavailable = (
-        errors.ConnectionError,
-        errors.TimeoutError,
-        errors.ReadOnlyError,
-        errors.OutOfMemoryError,
-        errors.ClusterDownError,
-        errors.TryAgainError,
-    )
-    if isinstance(exc, unavailable):
-        return UnavailableError(f"redis at {where} unavailable during {action}: {detail}")
-    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
-        return ConfigurationError(
-            f"queue: redis {action} at {where}: a key of this queue holds a value of another type, "
-            f"so another application or key layout uses the same name ({detail})"
-        )
-    return None
 
-
-def _driver_errors(
-    action: str,
-) -> Callable[[Callable[Concatenate[RedisTransport, P], R]], Callable[Concatenate[RedisTransport, P], R]]:
-    """Decorate a method so redis-py's errors leave it as babelq's (see :func:`_translated`)."""
-
-    def decorate(
-        method: Callable[Concatenate[RedisTransport, P], R],
-    ) -> Callable[Concatenate[RedisTransport, P], R]:
-        @functools.wraps(method)
-        def guarded(self: RedisTransport, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return method(self, *args, **kwargs)
-            except Exception as exc:
-                mapped = _translated(exc, action, self.where)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-
-        return guarded
-
-    return decorate
-
-
-class RedisTransport(BaseTransport):
-    """Queues as Redis lists with reservation deadlines; thread-safe (redis-py pools connections)."""
-
-    scheme = "redis"
     tagged_reservations = True
 
     def __init__(
@@ -569,42 +485,25 @@ class RedisTransport(BaseTransport):
     ) -> None:
         if delays not in DELAY_MODES:
             raise ConfigurationError(f"delays: must be one of {', '.join(DELAY_MODES)}, got {delays!r}")
-        if visibility_timeout <= 0:
-            raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
-        if poll_interval <= 0:
-            raise ConfigurationError(f"poll_interval: must be > 0 seconds, got {poll_interval!r}")
-        if not 1 <= sweep_limit <= _SCRIPT_BATCH * 4:
-            raise ConfigurationError(f"sweep_limit: must be in 1..{_SCRIPT_BATCH * 4}, got {sweep_limit!r}")
-        self.url = url
-        self.prefix = prefix
-        self.visibility_timeout = float(visibility_timeout)
-        self.poll_interval = float(poll_interval)
-        self.sweep_limit = int(sweep_limit)
         self.delays = delays
-        self._owns_client = client is None
-        if client is None:
-            try:
-                import redis
-            except ImportError as exc:  # pragma: no cover - depends on the installation
-                raise ConfigurationError(
-                    "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
-                ) from exc
-            try:
-                # A socket_connect_timeout in the URL wins over this keyword (redis-py merges so).
-                client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
-            except ValueError as exc:
-                detail = " ".join(redact_text(str(exc)).split())
-                raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
-        self._redis: Redis[bytes] = client
-        self._reserve_script: Script = client.register_script(_RESERVE)
-        self._ack_script: Script = client.register_script(_ACK)
-        self._settle_script: Script = client.register_script(_SETTLE)
-        self._delayed_script: Script = client.register_script(_PUBLISH_DELAYED)
-        self._park_script: Script = client.register_script(_PARK)
-        self._renew_script: Script = client.register_script(_RENEW)
-        self._reserve_tagged_script: Script = client.register_script(_RESERVE_TAGGED)
-        self._renew_tagged_script: Script = client.register_script(_RENEW_TAGGED)
-        self._settle_tagged_script: Script = client.register_script(_SETTLE_TAGGED)
+        super().__init__(
+            url,
+            client=client,
+            prefix=prefix,
+            visibility_timeout=visibility_timeout,
+            poll_interval=poll_interval,
+            sweep_limit=sweep_limit,
+        )
+        register = self.client.register_script
+        self._reserve_script: Script = register(_RESERVE)
+        self._ack_script: Script = register(_ACK)
+        self._settle_script: Script = register(_SETTLE)
+        self._delayed_script: Script = register(_PUBLISH_DELAYED)
+        self._park_script: Script = register(_PARK)
+        self._renew_script: Script = register(_RENEW)
+        self._reserve_tagged_script: Script = register(_RESERVE_TAGGED)
+        self._renew_tagged_script: Script = register(_RENEW_TAGGED)
+        self._settle_tagged_script: Script = register(_SETTLE_TAGGED)
         # Counts of bodies that another SDK consumed are never deleted by us: let the hash
         # expire a while after the queue's last reservation instead of growing forever.
         self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
@@ -612,40 +511,6 @@ class RedisTransport(BaseTransport):
         # still finds what the tag took (the members it names lapse first)
         self._record_ttl = max(TAG_RECORD_SECONDS, int(self.visibility_timeout * 4))
         self._keys: dict[str, QueueKeys] = {}
-        self._closed = False
-        if self._owns_client:
-            self._ping_at_open()
-
-    def _ping_at_open(self) -> None:
-        """Fail at open, not at the first publish, when Redis is unreachable or refuses us.
-
-        Only for a client we made: a given client is its owner's to connect when they like.
-        """
-        try:
-            self._redis.ping()
-        except Exception as exc:
-            mapped = _translated(exc, "open", self.where)
-            self._redis.close()
-            self._closed = True
-            if mapped is None:
-                raise
-            raise mapped from exc
-
-    @property
-    def client(self) -> Redis[bytes]:
-        """The redis-py client this transport talks through."""
-        return self._redis
-
-    @property
-    def where(self) -> str:
-        """The Redis this transport talks to, as shown in errors: the URL without its password,
-        or a given client's address."""
-        if self._owns_client:
-            return redact(self.url)
-        options = self._redis.connection_pool.connection_kwargs
-        if options.get("path"):
-            return f"unix://{options['path']}"
-        return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisTransport | RedisLaravelTransport:
@@ -664,17 +529,9 @@ class RedisTransport(BaseTransport):
         own = parsed.layout_options("prefix", "visibility_timeout", "poll_interval", "sweep_limit", "delays")
         return cls(client_url(link, options), **own)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        if not self._owns_client:
-            raise TypeError("a RedisTransport built around a given client cannot be pickled; pass a URL")
-        options = {
-            "prefix": self.prefix,
-            "visibility_timeout": self.visibility_timeout,
-            "poll_interval": self.poll_interval,
-            "sweep_limit": self.sweep_limit,
-            "delays": self.delays,
-        }
-        return (_reopen, (self.url, options))
+    def _options(self) -> dict[str, Any]:
+        """The shared options and this layout's own (``delays``), so a pickled copy keeps it."""
+        return {**super()._options(), "delays": self.delays}
 
     def keys(self, queue: str) -> QueueKeys:
         """The Redis keys of ``queue`` under this transport's prefix.
@@ -689,17 +546,13 @@ class RedisTransport(BaseTransport):
             found = self._keys[queue] = keys_for(queue, self.prefix)
         return found
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ConfigurationError("redis transport: used after close()")
-
     # -- publish -------------------------------------------------------------------------
 
     def _delay_ms(self, delay_ms: int) -> int:
         """The delay actually applied: none with ``delays=ready`` (see the module docstring)."""
         return 0 if self.delays == "ready" else delay_ms
 
-    @_driver_errors("publish")
+    @driver_errors("publish")
     def publish(
         self,
         queue: str,
@@ -724,7 +577,7 @@ class RedisTransport(BaseTransport):
         else:
             self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), value)])
 
-    @_driver_errors("publish_many")
+    @driver_errors("publish_many")
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         self._check_open()
         keys = self.keys(queue)  # checks the name even for an empty batch
@@ -767,7 +620,7 @@ class RedisTransport(BaseTransport):
         ]
         return out, int(wait_ms)
 
-    @_driver_errors("reserve")
+    @driver_errors("reserve")
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
         """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
         self._check_open()
@@ -806,11 +659,11 @@ class RedisTransport(BaseTransport):
             self.visibility_timeout,
         )
 
-    @_driver_errors("ack")
+    @driver_errors("ack")
     def ack(self, delivery: Delivery) -> None:
         self._ack_many([delivery])
 
-    @_driver_errors("ack_many")
+    @driver_errors("ack_many")
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         self._ack_many(deliveries)
 
@@ -860,7 +713,7 @@ class RedisTransport(BaseTransport):
         if int(held) != 1:
             self._lost(delivery, action)
 
-    @_driver_errors("release")
+    @driver_errors("release")
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         self._settle(
             delivery,
@@ -871,7 +724,7 @@ class RedisTransport(BaseTransport):
             action="release",
         )
 
-    @_driver_errors("release_many")
+    @driver_errors("release_many")
     def release_many(self, deliveries: Sequence[Delivery]) -> None:
         """Every release in one pipeline (one round trip), each still gated on its own deadline."""
         self._check_open()
@@ -893,7 +746,7 @@ class RedisTransport(BaseTransport):
             if int(held) != 1:
                 self._lost(delivery, "release")
 
-    @_driver_errors("renew_many")
+    @driver_errors("renew_many")
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         self._check_open()
         by_queue: dict[str, dict[bytes, None]] = {}
@@ -911,7 +764,7 @@ class RedisTransport(BaseTransport):
                 )
         return held
 
-    @_driver_errors("retry")
+    @driver_errors("retry")
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self._settle(
             delivery,
@@ -922,7 +775,7 @@ class RedisTransport(BaseTransport):
             action="retry",
         )
 
-    @_driver_errors("dead_letter")
+    @driver_errors("dead_letter")
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self._settle(
             delivery, mode="replace", body=_reframed(body, delivery), target=dlq, delay_ms=0,
@@ -934,7 +787,7 @@ class RedisTransport(BaseTransport):
     def _records(self, queue: str, tags: Sequence[str]) -> list[str]:
         return [reads_key(queue, check_tag(tag), self.prefix) for tag in dict.fromkeys(tags)]
 
-    @_driver_errors("reserve_tagged")
+    @driver_errors("reserve_tagged")
     def reserve_tagged(self, queue: str, tag: str, *, max_messages: int) -> list[Delivery]:
         """One script: the tag's record exists (re-score its members still reserved) or take up to
         ``max_messages`` bodies as :meth:`reserve` does and write the record."""
@@ -956,7 +809,7 @@ class RedisTransport(BaseTransport):
         )
         return [_delivery(queue, m, int(n)) for m, n in zip(members, counts, strict=True)]
 
-    @_driver_errors("renew_tagged")
+    @driver_errors("renew_tagged")
     def renew_tagged(self, queue: str, tags: Sequence[str]) -> int:
         self._check_open()
         records = self._records(queue, tags)
@@ -979,22 +832,17 @@ class RedisTransport(BaseTransport):
         )
         return int(done)
 
-    @_driver_errors("ack_tagged")
+    @driver_errors("ack_tagged")
     def ack_tagged(self, queue: str, tags: Sequence[str]) -> int:
         return self._settle_tagged(queue, tags, "ack")
 
-    @_driver_errors("release_tagged")
+    @driver_errors("release_tagged")
     def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
         return self._settle_tagged(queue, tags, "release")
 
     # -- inspection ----------------------------------------------------------------------
 
-    def lease_seconds(self, queue: str) -> float | None:
-        """The visibility timeout; checks the name like every method that takes one."""
-        self.keys(queue)
-        return self.visibility_timeout
-
-    @_driver_errors("size")
+    @driver_errors("size")
     def size(self, queue: str) -> int:
         """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
         self._check_open()
@@ -1006,7 +854,7 @@ class RedisTransport(BaseTransport):
         ready, delayed, lapsed = pipe.execute()
         return int(ready) + int(delayed) + int(lapsed)
 
-    @_driver_errors("ready")
+    @driver_errors("ready")
     def ready(self, queue: str) -> int:
         """Ready bodies + delayed ones already due + reservations whose deadline passed (a
         reserve promotes and sweeps those first)."""
@@ -1019,20 +867,13 @@ class RedisTransport(BaseTransport):
         pipe.zcount(keys.deadlines, "-inf", now)
         return sum(int(n) for n in pipe.execute())
 
-    @_driver_errors("reserved")
+    @driver_errors("reserved")
     def reserved(self, queue: str) -> int:
         """Reservations whose deadline has not passed (a lapsed one counts as waiting in :meth:`size`)."""
         self._check_open()
         return int(self._redis.zcount(self.keys(queue).deadlines, f"({time.time()!r}", "+inf"))
 
-    @_driver_errors("purge")
-    def purge(self, queue: str) -> None:
-        self._check_open()
-        self._redis.delete(*self.keys(queue).all())
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            self._redis.close()
+# CONNECT_TIMEOUT lives in redis_connection (both layouts use it) and is re-exported here, where
+# this module's docstring and its callers have always named it.
+__all__ = ["CONNECT_TIMEOUT", "DELAY_MODES", "TAG_RECORD_SECONDS", "RedisTransport"]

@@ -41,35 +41,32 @@ False): the Spark streaming reader needs the default layout. No delivery count.
 Options (keywords or URL query): ``prefix`` (default ``queues:``), ``visibility_timeout``
 (seconds, default 90 like the babelqueue SDK's ``retry_after``; ``retry_after`` is accepted in
 the URL as its other name), ``poll_interval``, ``sweep_limit``, as in the default layout. Errors
-are the default layout's (one line, password redacted, ``UnavailableError`` for a broker fault).
+are the default layout's (one line, password redacted, ``UnavailableError`` for a broker fault):
+both layouts connect, ping, translate errors and pickle through
+:mod:`babelq.transports.redis_connection`, so this module is only the layout.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from babelq.bindings.redis import LARAVEL_PREFIX, LaravelKeys, laravel_keys, unframe
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
-from babelq.transports.base import BaseTransport, Delivery, Outgoing
-from babelq.transports.redis import CONNECT_TIMEOUT, _translated
+from babelq.transports.base import Delivery, Outgoing
+from babelq.transports.redis_connection import RedisConnection, driver_errors
 from babelq.transports.redis_options import RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
-from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
     from redis.commands.core import Script
 
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _SCRIPT_BATCH = 1000  # Lua's unpack() takes at most ~8000 values
 _RPUSH_CHUNK = 5000
@@ -181,39 +178,13 @@ def _seconds(delay_ms: int) -> str:
     return repr(max(int(delay_ms), 0) / 1000)
 
 
-def _reopen(url: str, options: dict[str, Any]) -> RedisLaravelTransport:
-    return RedisLaravelTransport(url, **options)
+class RedisLaravelTransport(RedisConnection):
+    """Queues in the Laravel-compatible Redis layout shared with the babelqueue SDK; thread-safe.
 
+    The connection (client, ping at open, errors, close, pickling) is
+    :class:`~babelq.transports.redis_connection.RedisConnection`'s; this class is the layout.
+    """
 
-def _driver_errors(
-    action: str,
-) -> Callable[
-    [Callable[Concatenate[RedisLaravelTransport, P], R]], Callable[Concatenate[RedisLaravelTransport, P], R]
-]:
-    """Decorate a method so redis-py's errors leave it as babelq's (the default layout's rules)."""
-
-    def decorate(
-        method: Callable[Concatenate[RedisLaravelTransport, P], R],
-    ) -> Callable[Concatenate[RedisLaravelTransport, P], R]:
-        @functools.wraps(method)
-        def guarded(self: RedisLaravelTransport, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return method(self, *args, **kwargs)
-            except Exception as exc:
-                mapped = _translated(exc, action, self.where)
-                if mapped is None:
-                    raise
-                raise mapped from exc
-
-        return guarded
-
-    return decorate
-
-
-class RedisLaravelTransport(BaseTransport):
-    """Queues in the Laravel-compatible Redis layout shared with the babelqueue SDK; thread-safe."""
-
-    scheme = "redis"
     tagged_reservations = False
 
     def __init__(
@@ -226,63 +197,21 @@ class RedisLaravelTransport(BaseTransport):
         poll_interval: float = 0.5,
         sweep_limit: int = 1000,
     ) -> None:
-        if visibility_timeout <= 0:
-            raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
-        if poll_interval <= 0:
-            raise ConfigurationError(f"poll_interval: must be > 0 seconds, got {poll_interval!r}")
-        if not 1 <= sweep_limit <= _SCRIPT_BATCH * 4:
-            raise ConfigurationError(f"sweep_limit: must be in 1..{_SCRIPT_BATCH * 4}, got {sweep_limit!r}")
-        self.url = url
-        self.prefix = prefix
-        self.visibility_timeout = float(visibility_timeout)
-        self.poll_interval = float(poll_interval)
-        self.sweep_limit = int(sweep_limit)
-        self._owns_client = client is None
-        if client is None:
-            try:
-                import redis
-            except ImportError as exc:  # pragma: no cover - depends on the installation
-                raise ConfigurationError(
-                    "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
-                ) from exc
-            try:
-                client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
-            except ValueError as exc:
-                detail = " ".join(redact_text(str(exc)).split())
-                raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
-        self._redis: Redis[bytes] = client
-        self._push_script: Script = client.register_script(_PUSH)
-        self._delayed_script: Script = client.register_script(_PUSH_DELAYED)
-        self._reserve_script: Script = client.register_script(_RESERVE)
-        self._settle_script: Script = client.register_script(_SETTLE)
-        self._renew_script: Script = client.register_script(_RENEW)
+        super().__init__(
+            url,
+            client=client,
+            prefix=prefix,
+            visibility_timeout=visibility_timeout,
+            poll_interval=poll_interval,
+            sweep_limit=sweep_limit,
+        )
+        register = self.client.register_script
+        self._push_script: Script = register(_PUSH)
+        self._delayed_script: Script = register(_PUSH_DELAYED)
+        self._reserve_script: Script = register(_RESERVE)
+        self._settle_script: Script = register(_SETTLE)
+        self._renew_script: Script = register(_RENEW)
         self._keys: dict[str, LaravelKeys] = {}
-        self._closed = False
-        if self._owns_client:
-            try:
-                self._redis.ping()
-            except Exception as exc:
-                mapped = _translated(exc, "open", self.where)
-                self._redis.close()
-                self._closed = True
-                if mapped is None:
-                    raise
-                raise mapped from exc
-
-    @property
-    def client(self) -> Redis[bytes]:
-        """The redis-py client this transport talks through."""
-        return self._redis
-
-    @property
-    def where(self) -> str:
-        """The Redis this transport talks to, as shown in errors (password redacted)."""
-        if self._owns_client:
-            return redact(self.url)
-        options = self._redis.connection_pool.connection_kwargs
-        if options.get("path"):
-            return f"unix://{options['path']}"
-        return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisLaravelTransport:
@@ -306,19 +235,6 @@ class RedisLaravelTransport(BaseTransport):
         own = parsed.layout_options("prefix", "visibility_timeout", "poll_interval", "sweep_limit")
         return cls(client_url(link, keywords), **own)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        if not self._owns_client:
-            raise TypeError(
-                "a RedisLaravelTransport built around a given client cannot be pickled; pass a URL"
-            )
-        options = {
-            "prefix": self.prefix,
-            "visibility_timeout": self.visibility_timeout,
-            "poll_interval": self.poll_interval,
-            "sweep_limit": self.sweep_limit,
-        }
-        return (_reopen, (self.url, options))
-
     def keys(self, queue: str) -> LaravelKeys:
         """The keys of ``queue`` (a name ending in a reserved suffix is a ConfigurationError)."""
         found = self._keys.get(queue)
@@ -326,13 +242,9 @@ class RedisLaravelTransport(BaseTransport):
             found = self._keys[queue] = laravel_keys(queue, self.prefix)
         return found
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ConfigurationError("redis transport: used after close()")
-
     # -- publish -------------------------------------------------------------------------
 
-    @_driver_errors("publish")
+    @driver_errors("publish")
     def publish(
         self,
         queue: str,
@@ -351,7 +263,7 @@ class RedisLaravelTransport(BaseTransport):
         else:
             self._push_script(keys=[keys.ready, keys.notify], args=[bytes(body)])
 
-    @_driver_errors("publish_many")
+    @driver_errors("publish_many")
     def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
         self._check_open()
         keys = self.keys(queue)
@@ -388,7 +300,7 @@ class RedisLaravelTransport(BaseTransport):
             )
         return out, int(wait_ms)
 
-    @_driver_errors("reserve")
+    @driver_errors("reserve")
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
         """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
         self._check_open()
@@ -432,11 +344,11 @@ class RedisLaravelTransport(BaseTransport):
             self.visibility_timeout,
         )
 
-    @_driver_errors("ack")
+    @driver_errors("ack")
     def ack(self, delivery: Delivery) -> None:
         self._ack_many([delivery])
 
-    @_driver_errors("ack_many")
+    @driver_errors("ack_many")
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         self._ack_many(deliveries)
 
@@ -466,7 +378,7 @@ class RedisLaravelTransport(BaseTransport):
         if int(held) != 1:
             self._lost(delivery.queue, action)
 
-    @_driver_errors("release")
+    @driver_errors("release")
     def release(self, delivery: Delivery, *, delay_ms: int = 0) -> None:
         self._settle(
             delivery,
@@ -477,17 +389,17 @@ class RedisLaravelTransport(BaseTransport):
             action="release",
         )
 
-    @_driver_errors("retry")
+    @driver_errors("retry")
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self._settle(
             delivery, body, target=delivery.queue, delay_ms=delay_ms, where="delayed", action="retry"
         )
 
-    @_driver_errors("dead_letter")
+    @driver_errors("dead_letter")
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self._settle(delivery, body, target=dlq, delay_ms=0, where="ready", action="dead_letter")
 
-    @_driver_errors("renew_many")
+    @driver_errors("renew_many")
     def renew_many(self, deliveries: Sequence[Delivery]) -> int:
         self._check_open()
         by_queue: dict[str, dict[bytes, None]] = {}
@@ -507,15 +419,11 @@ class RedisLaravelTransport(BaseTransport):
 
     # -- inspection ----------------------------------------------------------------------
 
-    def lease_seconds(self, queue: str) -> float | None:
-        self.keys(queue)
-        return self.visibility_timeout
-
     def _now(self) -> str:
         seconds, micros = self._redis.time()
         return repr(seconds + micros / 1_000_000)
 
-    @_driver_errors("size")
+    @driver_errors("size")
     def size(self, queue: str) -> int:
         """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
         self._check_open()
@@ -527,7 +435,7 @@ class RedisLaravelTransport(BaseTransport):
         pipe.zcount(keys.reserved, "-inf", now)
         return sum(int(n) for n in pipe.execute())
 
-    @_driver_errors("ready")
+    @driver_errors("ready")
     def ready(self, queue: str) -> int:
         """Ready jobs + delayed ones already due + reservations whose deadline passed."""
         self._check_open()
@@ -539,21 +447,8 @@ class RedisLaravelTransport(BaseTransport):
         pipe.zcount(keys.reserved, "-inf", now)
         return sum(int(n) for n in pipe.execute())
 
-    @_driver_errors("reserved")
+    @driver_errors("reserved")
     def reserved(self, queue: str) -> int:
         """Reservations whose deadline has not passed."""
         self._check_open()
         return int(self._redis.zcount(self.keys(queue).reserved, f"({self._now()}", "+inf"))
-
-    @_driver_errors("purge")
-    def purge(self, queue: str) -> None:
-        self._check_open()
-        self._redis.delete(*self.keys(queue).all())
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_client:
-            self._redis.close()
-

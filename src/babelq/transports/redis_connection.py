@@ -1,0 +1,267 @@
+"""The connection half of both Redis layouts: the client, its errors, open/close and pickling.
+
+Why a module of its own: the default layout (:mod:`babelq.transports.redis`) and the
+Laravel-compatible one (:mod:`babelq.transports.redis_laravel`) differ in their keys and Lua
+scripts, and in nothing else about how they reach Redis. Kept in each, that code was two
+near-identical copies where every fix had to be made twice; here there is one of each rule,
+and a layout module holds only its layout.
+
+What lives here, and why each rule is what it is:
+
+* :class:`RedisConnection`, the base class of both transports: it checks the options both
+  layouts share, makes the redis-py client from the URL (with :data:`CONNECT_TIMEOUT`) or takes
+  a given one, pings at open so a wrong host or password fails there and not at the first
+  publish, and pickles as (class, URL, options) so a copy in another process opens its own
+  connection (a socket cannot be pickled, and a given client is not ours to copy).
+* :func:`driver_errors` and :func:`_translated`: redis-py's errors become babelq's, one line, the
+  URL's password redacted, split by what the caller must do next (see :func:`_translated`).
+
+redis-py is imported only when a client is made here, so importing this module (or either
+layout) pulls in no client library, like every transport module.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from babelq.errors import BabelqError, ConfigurationError, UnavailableError
+from babelq.transports.base import BaseTransport
+from babelq.urls import redact, redact_text
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: seconds redis-py may take to open a connection unless the URL sets ``socket_connect_timeout``
+CONNECT_TIMEOUT = 10.0
+
+#: the largest ``sweep_limit``: a reserve script moves that many members with one ``unpack()``,
+#: and Lua's unpack takes at most ~8000 values
+_MAX_SWEEP_LIMIT = 4000
+
+
+def _translated(exc: BaseException, action: str, where: str) -> BabelqError | None:
+    """babelq's error for a redis-py error raised during ``action`` on ``where``; None if not one.
+
+    The split is what a caller must do next, because that is what the runtime acts on:
+
+    * fix the configuration (:class:`~babelq.errors.ConfigurationError`): a refused password, a
+      missing ACL permission, a key of the queue that holds another type (another application
+      or key layout uses the name). Retrying will not help.
+    * wait for the broker (:class:`~babelq.errors.UnavailableError`): connection refused, lost
+      or timed out, a replica that became read-only during a failover, a server out of memory,
+      a cluster that is down. The broker's fault, not the message's: the runtime puts the
+      message back instead of spending an attempt.
+    * anything else is a bug (ours or redis-py's) and is raised unchanged (None here), so it is
+      seen as one instead of passing for an outage.
+    """
+    errors = sys.modules.get("redis.exceptions")
+    if errors is None:  # redis-py was never imported: this cannot be one of its errors
+        return None
+    detail = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
+    refused = (
+        errors.AuthenticationError,
+        errors.AuthorizationError,
+        errors.AuthenticationWrongNumberOfArgsError,
+        errors.NoPermissionError,
+    )
+    if isinstance(exc, refused):
+        return ConfigurationError(
+            f"url: redis at {where} refused {action}: authentication or permission failed "
+            f"({detail}); check the user and password in the URL"
+        )
+    unavailable = (
+        errors.ConnectionError,
+        errors.TimeoutError,
+        errors.ReadOnlyError,
+        errors.OutOfMemoryError,
+        errors.ClusterDownError,
+        errors.TryAgainError,
+    )
+    if isinstance(exc, unavailable):
+        return UnavailableError(f"redis at {where} unavailable during {action}: {detail}")
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        return ConfigurationError(
+            f"queue: redis {action} at {where}: a key of this queue holds a value of another type, "
+            f"so another application or key layout uses the same name ({detail})"
+        )
+    return None
+
+
+class _Located(Protocol):
+    """What :func:`driver_errors` needs of the object whose method it guards: where it talks to."""
+
+    @property
+    def where(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Located)
+
+
+def driver_errors(
+    action: str,
+) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """Decorate a method so redis-py's errors leave it as babelq's (see :func:`_translated`).
+
+    Typed on anything with a ``where`` (not on one transport class), so one decorator serves
+    both layouts and mypy still sees each method's own signature.
+    """
+
+    def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                mapped = _translated(exc, action, self.where)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        return guarded
+
+    return decorate
+
+
+def _new_client(url: str) -> Redis[bytes]:
+    """A redis-py client for ``url``; a URL redis-py cannot use is a ConfigurationError."""
+    try:
+        import redis
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ConfigurationError(
+            "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
+        ) from exc
+    try:
+        # A socket_connect_timeout in the URL wins over this keyword (redis-py merges so).
+        return redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+    except ValueError as exc:
+        detail = " ".join(redact_text(str(exc)).split())
+        raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
+
+
+class _QueueKeys(Protocol):
+    """What the base class needs of a layout's keys of one queue: all of them (to purge)."""
+
+    def all(self) -> tuple[str, ...]: ...
+
+
+def _reopen(cls: type[RedisConnection], url: str, options: dict[str, Any]) -> RedisConnection:
+    """Unpickle a Redis transport: the same class, URL and options, with a connection of its own."""
+    return cls(url, **options)
+
+
+class RedisConnection(BaseTransport):
+    """A Redis transport's connection, whatever its key layout; the layouts subclass it.
+
+    A subclass checks its own options before calling ``__init__`` here (so a bad one is refused
+    before any connection is made), then registers its scripts on :attr:`client` (that sends
+    nothing: redis-py loads a script at its first call). It provides :meth:`keys` and, if it has
+    options of its own, adds them to :meth:`_options` so a pickled copy keeps them.
+    """
+
+    scheme = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        client: Redis[bytes] | None,
+        prefix: str,
+        visibility_timeout: float,
+        poll_interval: float,
+        sweep_limit: int,
+    ) -> None:
+        if visibility_timeout <= 0:
+            raise ConfigurationError(f"visibility_timeout: must be > 0 seconds, got {visibility_timeout!r}")
+        if poll_interval <= 0:
+            raise ConfigurationError(f"poll_interval: must be > 0 seconds, got {poll_interval!r}")
+        if not 1 <= sweep_limit <= _MAX_SWEEP_LIMIT:
+            raise ConfigurationError(f"sweep_limit: must be in 1..{_MAX_SWEEP_LIMIT}, got {sweep_limit!r}")
+        self.url = url
+        self.prefix = prefix
+        self.visibility_timeout = float(visibility_timeout)
+        self.poll_interval = float(poll_interval)
+        self.sweep_limit = int(sweep_limit)
+        self._owns_client = client is None
+        self._redis: Redis[bytes] = _new_client(url) if client is None else client
+        self._closed = False
+        if self._owns_client:
+            self._ping_at_open()
+
+    def _ping_at_open(self) -> None:
+        """Fail at open, not at the first publish, when Redis is unreachable or refuses us.
+
+        Only for a client we made: a given client is its owner's to connect when they like.
+        On failure the client is closed and the transport marked closed, so nothing leaks.
+        """
+        try:
+            self._redis.ping()
+        except Exception as exc:
+            mapped = _translated(exc, "open", self.where)
+            self._redis.close()
+            self._closed = True
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    @property
+    def client(self) -> Redis[bytes]:
+        """The redis-py client this transport talks through."""
+        return self._redis
+
+    @property
+    def where(self) -> str:
+        """The Redis this transport talks to, as shown in errors: the URL without its password,
+        or a given client's address."""
+        if self._owns_client:
+            return redact(self.url)
+        options = self._redis.connection_pool.connection_kwargs
+        if options.get("path"):
+            return f"unix://{options['path']}"
+        return f"redis://{options.get('host', '?')}:{options.get('port', '?')}/{options.get('db', 0)}"
+
+    def keys(self, queue: str) -> _QueueKeys:
+        """The layout's keys of ``queue`` (each layout names them its own way)."""
+        raise NotImplementedError
+
+    def _options(self) -> dict[str, Any]:
+        """The constructor's options besides the URL and client: what a pickled copy reopens with."""
+        return {
+            "prefix": self.prefix,
+            "visibility_timeout": self.visibility_timeout,
+            "poll_interval": self.poll_interval,
+            "sweep_limit": self.sweep_limit,
+        }
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self._owns_client:
+            raise TypeError(
+                f"a {type(self).__name__} built around a given client cannot be pickled; pass a URL"
+            )
+        return (_reopen, (type(self), self.url, self._options()))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("redis transport: used after close()")
+
+    def lease_seconds(self, queue: str) -> float | None:
+        """The visibility timeout; checks the name like every method that takes one."""
+        self.keys(queue)
+        return self.visibility_timeout
+
+    @driver_errors("purge")
+    def purge(self, queue: str) -> None:
+        self._check_open()
+        self._redis.delete(*self.keys(queue).all())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self._redis.close()
