@@ -41,7 +41,7 @@ from typing import Any
 from babelq.envelope import now_ms
 from babelq.errors import BabelqError
 from babelq.pipelines.ledger import open_ledger
-from babelq.pipelines.settle.classify import classified, decoded
+from babelq.pipelines.settle.classify import Classifier, decoded
 from babelq.pipelines.settle.partition import (
     HANDLED_URNS,
     OUTCOME_SCHEMA,
@@ -104,6 +104,7 @@ class InjectedCrashError(BabelqError):
 def settle_frame(
     df: Any, config: SettleConfig, *, partitions: int, now: int | None = None,
     seconds: dict[str, float] | None = None, readers: dict[str, int] | None = None,
+    classifier: Classifier | None = None,
 ) -> dict[tuple[str, str], int]:
     """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle.classify.decoded` made (of a
     ``body`` column, optionally ``broker_attempts`` and ``read_by``), in ``partitions`` parallel
@@ -111,7 +112,8 @@ def settle_frame(
     tasks) to ``seconds`` and the messages per reading process to ``readers``. One Spark action,
     so a streaming micro-batch is read (reserved) once."""
     at = now if now is not None else now_ms()
-    rows = classified(df, now_ms=at, urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
+    classify = classifier or Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
+    rows = classify(df, at)
     outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str], int] = {}
     for r in outcomes:  # one row per outcome and partition: add the partitions up
@@ -136,12 +138,15 @@ def process_batch(
     stats: SettleStats,
     partitions: int = 2,
     fail_after_batches: int | None = None,
+    classifier: Classifier | None = None,
 ) -> None:
-    """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks)."""
+    """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks;
+    ``classifier``: the query's, built once)."""
     started = time.perf_counter()
     phases: dict[str, float] = {}
     readers: dict[str, int] = {}
-    counts = settle_frame(df, config, partitions=partitions, seconds=phases, readers=readers)
+    counts = settle_frame(df, config, partitions=partitions, seconds=phases, readers=readers,
+                          classifier=classifier)
     stats.record(counts, phases, readers)
     n = sum(counts.values())
     seconds = time.perf_counter() - started
@@ -259,8 +264,9 @@ def settle(
         .option("visibilityTimeout", str(visibility_timeout))
         .load()
     )
+    classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
     handler = partial(process_batch, config=config, stats=stats, partitions=partitions,
-                      fail_after_batches=fail_after_batches)
+                      fail_after_batches=fail_after_batches, classifier=classifier)
     started = time.monotonic()
     query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
         stream.writeStream.foreachBatch(handler)
