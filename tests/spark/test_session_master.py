@@ -165,3 +165,12 @@ def test_package_zip_prunes_zips_unused_for_two_weeks(tmp_path: Path) -> None:
     os.utime(made, (month_ago, month_ago))
     assert spark_session.package_zip(package_dir=package, cache_dir=cache) == made
     assert made.stat().st_mtime > month_ago + 86_400  # reuse counts as use
+
+
+def test_call_site_capture_is_off_by_default_and_the_caller_wins() -> None:
+    """PySpark's DataFrame call-site capture costs five Py4J round trips per Column function; the
+    session get_session builds has it off, and a caller's setting wins over that default."""
+    settings = spark_session._settings("local[1]", {})[1]
+    assert settings[spark_session.DEBUGGING_CONF] == "false"
+    mine = spark_session._settings("local[1]", {spark_session.DEBUGGING_CONF: "true"})[1]
+    assert mine[spark_session.DEBUGGING_CONF] == "true"
