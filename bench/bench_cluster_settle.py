@@ -153,7 +153,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench_settle import bodies
-    from cluster import StandaloneCluster
+    from cluster import StandaloneCluster  # type: ignore[import-not-found]  # tests/cluster.py, on the path at run time
 
     payload, expected = bodies(args.rows)
     warmup = bodies(WARMUP_ROWS)

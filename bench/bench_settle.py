@@ -73,14 +73,14 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
     from babelq.transports import Outgoing, open_transport
 
     busy: list[float] = []
-    original, original_decoded = settle_module.process_batch, settle_module.decoded
+    original, original_decoded = settle_module.process_batch, settle_module.decoded  # type: ignore[attr-defined]
     if before:  # the old micro-batch body, on the raw stream as before (it decodes in Python)
         import settle_before
 
-        settle_module.process_batch = timed_calls(settle_before.process_batch, busy)  # type: ignore[assignment]
-        settle_module.decoded = lambda df: df  # type: ignore[assignment]
+        settle_module.process_batch = timed_calls(settle_before.process_batch, busy)
+        settle_module.decoded = lambda df: df  # type: ignore[attr-defined,assignment]
     else:
-        settle_module.process_batch = timed_calls(original, busy)  # type: ignore[assignment]
+        settle_module.process_batch = timed_calls(original, busy)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
             url = f"sqlite://{tmp}/q.db"
@@ -101,8 +101,8 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
                                  f"posted {entries} of {expected}")
             return run.seconds, run.stats.messages, sum(busy), dict(run.stats.seconds)
     finally:
-        settle_module.process_batch = original  # type: ignore[assignment]
-        settle_module.decoded = original_decoded  # type: ignore[assignment]
+        settle_module.process_batch = original
+        settle_module.decoded = original_decoded  # type: ignore[attr-defined]
 
 
 def main() -> None:
@@ -118,7 +118,7 @@ def main() -> None:
     import settle_before
     from babelq.spark.session import get_session
 
-    cloudpickle.register_pickle_by_value(settle_before)  # Spark's workers cannot import bench/
+    cloudpickle.register_pickle_by_value(settle_before)  # type: ignore[no-untyped-call]  # workers cannot import bench/
     spark = get_session("babelq-bench-settle", master="local[2]")
     payload, expected = bodies(args.rows)
     print(f"settle of {len(payload):,} messages ({args.rows:,} payments + copies), SQLite broker and ledger, "

@@ -73,7 +73,7 @@ def _payments(n: int, queue: str) -> list[Outgoing]:
             data,
             queue=queue,
             correlation_id="bulk_0123456789abcdef",
-            sharding_key=data["debtor_account"],
+            sharding_key=str(data["debtor_account"]),
         )
         out.append(Outgoing(env.encode()))
     return out
