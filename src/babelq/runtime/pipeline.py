@@ -72,6 +72,11 @@ class Processed(NamedTuple):
         return cls(delivery, None, Outcome.release(0, UNSTARTED))
 
 
+#: builds a Processed from a tuple without the named tuple's generated ``__new__`` (a Python
+#: call, on every message)
+_new_processed = tuple.__new__
+
+
 class Pipeline:
     """Classifies one delivery and runs it through the chain. Never touches the transport."""
 
@@ -129,7 +134,7 @@ class Pipeline:
             if message is None:  # the transport could not reconcile attempts: put it back as it was
                 return Processed(delivery, None, Outcome.release(_REPAIR_DELAY_MS, FAILED))
             return Processed(delivery, message, Outcome.failed(exc))
-        return Processed(delivery, message, outcome)
+        return _new_processed(Processed, (delivery, message, outcome))
 
     def _poison(self, delivery: Delivery, why: str, cause: str | None = None) -> Processed:
         self.counters.incr(rules.POISON)
