@@ -138,6 +138,46 @@ def test_acking_twice_in_one_batch_removes_one_copy(
     transport.ack(second)
 
 
+def test_identical_bodies_in_one_batch_count_each_hand_out_on_top_of_earlier_ones(
+    transport: RedisTransport, unique_queue: str
+) -> None:
+    transport.publish(unique_queue, b"twin")
+    [first] = transport.reserve(unique_queue)
+    transport.release(first)  # the count is kept: the next hand-out of the body is its second
+    transport.publish_many(unique_queue, [Outgoing(b"other"), Outgoing(b"twin"), Outgoing(b"twin")])
+    got = transport.reserve(unique_queue, max_messages=4)
+    assert [(d.body, d.delivery_count) for d in got] == [
+        (b"twin", 2), (b"other", 1), (b"twin", 3), (b"twin", 4)
+    ]
+    transport.ack_many(got)
+
+
+def test_delivery_counts_are_a_hash_table_while_in_flight_and_go_with_the_last_ack(
+    transport: RedisTransport, unique_queue: str, raw: Any
+) -> None:
+    # A batch of counts written into a listpack costs a scan of the hash per field (Redis keeps
+    # hashes of up to 512 short fields so by default): the reserve keeps one long marker field
+    # so the hash is a hash table, and the last settle deletes the hash with its marker.
+    keys = keys_for(unique_queue)
+    transport.publish_many(unique_queue, [Outgoing(b"m%d" % i) for i in range(20)])
+    got = transport.reserve(unique_queue, max_messages=20)
+    assert raw.object("encoding", keys.deliveries) == b"hashtable"
+    assert raw.hlen(keys.deliveries) == 21  # a count per body and the marker
+    transport.ack_many(got[:10])
+    transport.retry(got[10], b"again", delay_ms=0)  # a retry forgets its count too
+    assert raw.hlen(keys.deliveries) == 10
+    transport.ack_many(got[11:])
+    assert raw.exists(keys.deliveries) == 0
+    [again] = transport.reserve(unique_queue)
+    assert (again.body, again.delivery_count) == (b"again", 1)
+    transport.release(again)  # a release keeps the count, so the hash stays
+    assert raw.hlen(keys.deliveries) == 2
+    [third] = transport.reserve(unique_queue)
+    assert third.delivery_count == 2
+    transport.ack(third)
+    assert raw.exists(keys.deliveries) == 0
+
+
 def test_waiting_does_not_reorder_the_list(transport: RedisTransport, unique_queue: str, url: str) -> None:
     # A waiting reserve blocks on the list itself; being woken must not change the order.
     woken: list[bytes] = []

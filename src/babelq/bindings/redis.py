@@ -13,7 +13,9 @@ docs and the interop tests:
                                     reservation, scored by its deadline (epoch seconds)
 ``<prefix><queue>:delayed``         sorted set: member ``<token>:<body>``, scored by due time
                                     (epoch seconds)
-``<prefix><queue>:deliveries``      hash: sha1(body) -> times handed out (delivery_count)
+``<prefix><queue>:deliveries``      hash: sha1(body) -> times handed out (delivery_count);
+                                    babelq adds a field ``babelq:encoding`` (no digest) that
+                                    keeps it a hash table, see :mod:`babelq.transports.redis`
 ``<prefix><queue>:<tag>:reads``     list: a tagged reservation's record (babelq only): a
                                     header, then the deadline members the tag took, in order
 ==================================  =====================================================

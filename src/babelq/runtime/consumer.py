@@ -186,6 +186,7 @@ class Consumer:
     # -- handlers on the conductor ------------------------------------------------------------
     def _run_inline(self, limits: Limits) -> int:
         settle, process, observe = self.disposer.settle, self.pipeline.process, self.gate.observe
+        stopped = self._stop.is_set
         leases = self.leases
         renew = leases.every is not None
         timeout = self.tuning.idle_timeout if limits.until_empty else self.tuning.poll_timeout
@@ -207,7 +208,7 @@ class Consumer:
                 started = 0
                 try:
                     for delivery in batch:
-                        if self._stop.is_set():
+                        if stopped():
                             break
                         started += 1
                         processed = process(delivery)

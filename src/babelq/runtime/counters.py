@@ -55,7 +55,10 @@ class Counters:
 
     def incr(self, name: str, n: int = 1) -> None:
         """Add ``n`` to counter ``name``."""
-        shard = self._shard()
+        try:  # the thread's shard exists after its first count: one attribute read
+            shard: dict[str, int] = self._local.shard
+        except AttributeError:
+            shard = self._shard()
         shard[name] = shard.get(name, 0) + n
 
     def snapshot(self) -> dict[str, int]:

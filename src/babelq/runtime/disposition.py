@@ -48,6 +48,8 @@ from babelq.transports.base import Delivery, Transport
 DeadLetterPolicy = Literal["queue", "release", "delete"]
 DEAD_LETTER_POLICIES: tuple[str, ...] = get_args(DeadLetterPolicy)
 
+_ACK = Action.ACK
+
 
 def _error_text(error: BaseException | str | None) -> str | None:
     if isinstance(error, BaseException):
@@ -122,6 +124,9 @@ class Disposer:
         A transport error is logged and counted, never raised: the reservation then simply
         comes back after the visibility timeout.
         """
+        if processed.outcome.action is _ACK:  # most outcomes: nothing to send yet
+            acks.append(processed.delivery)
+            return
         try:
             self._settle(processed, acks)
         except Exception:

@@ -27,17 +27,23 @@ class Message:
     __slots__ = ("_attempts", "_data", "_delivery", "_envelope")
 
     def __init__(
-        self, envelope: Envelope, delivery: Delivery, attempts: int, data: Mapping[str, Any]
+        self, envelope: Envelope, delivery: Delivery, attempts: int, data: Mapping[str, Any] | None = None
     ) -> None:
         self._envelope = envelope
         self._delivery = delivery
         self._attempts = attempts
+        #: the handler's ``data``; ``None`` until first read (see :attr:`data`)
         self._data = data
 
     @classmethod
     def of(cls, envelope: Envelope, delivery: Delivery) -> Message:
-        """Build the handler's view of ``envelope`` as delivered by ``delivery``."""
-        return cls(envelope, delivery, delivery.attempts(envelope.attempts), MappingProxyType(envelope.data))
+        """Build the handler's view of ``envelope`` as delivered by ``delivery``.
+
+        ``data`` is not read here: reading it settles the payload's integers exactly (a second
+        look at the body, see :attr:`Envelope.data <babelq.envelope.model.Envelope.data>`), which
+        a message that is routed, skipped, deferred or expired without its payload never needs.
+        """
+        return cls(envelope, delivery, delivery.attempts(envelope.attempts))
 
     @property
     def envelope(self) -> Envelope:
@@ -56,8 +62,13 @@ class Message:
 
     @property
     def data(self) -> Mapping[str, Any]:
-        """The business payload, read-only (possibly replaced by middleware, see :meth:`with_data`)."""
-        return self._data
+        """The business payload, read-only (possibly replaced by middleware, see :meth:`with_data`).
+
+        Read on first use and kept: every read returns the same mapping."""
+        data = self._data
+        if data is None:
+            data = self._data = MappingProxyType(self._envelope.data)
+        return data
 
     # -- envelope fields -------------------------------------------------------------
     @property

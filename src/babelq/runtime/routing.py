@@ -38,6 +38,8 @@ UNKNOWN_URN_STRATEGIES: tuple[str, ...] = get_args(UnknownURNStrategy)
 
 logger = logging.getLogger("babelq.runtime")
 
+_HANDLED = Outcome.ack()  #: the outcome of every handler run that returned (one shared value)
+
 
 def invoke(handler: Handler) -> Next:
     """The innermost step: run ``handler`` and turn its exception, if any, into an outcome."""
@@ -51,7 +53,7 @@ def invoke(handler: Handler) -> Next:
             return Outcome.unavailable(exc)
         except Exception as exc:
             return Outcome.failed(exc, label=FAILED)
-        return Outcome.ack()
+        return _HANDLED
 
     return call
 
@@ -125,6 +127,9 @@ class Router:
 
     def _rebuild(self) -> None:
         layers = tuple(self._middleware)
+        if not layers:  # invoke() already turns every exception of the handler into an outcome
+            self._chains = {urn: invoke(handler) for urn, handler in self._handlers.items()}
+            return
         self._chains = {
             urn: guarded(compose(layers, invoke(handler))) for urn, handler in self._handlers.items()
         }

@@ -66,11 +66,11 @@ client and its open/close/pickling are shared with the Laravel layout and live i
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
@@ -120,9 +120,35 @@ if #lapsed > 0 then
 end
 """
 
+# The delivery counts (KEYS[5] of the reserves, ``<queue>:deliveries``) are written for a whole
+# batch at once. Redis keeps a small hash as a listpack, where setting or deleting a field scans
+# the whole hash, so a batch of n counts costs n^2 (Redis' default keeps up to 512 fields so:
+# a prefetch of 256 spent more time there than in everything else the reserve does). One field
+# whose value is longer than ``hash-max-listpack-value`` (64 bytes by default) makes Redis keep
+# the hash as a hash table, where each field costs the same whatever the size. The field's name
+# is no sha1 digest (40 hex characters), so no body's count can ever be read from it; the
+# scripts that delete counts delete the hash once the marker is all that is left.
+_COUNTS_MARKER = "babelq:encoding"
+_COUNTS_MARKER_VALUE = (
+    "a hash table, not a listpack: this value is longer than hash-max-listpack-value (64 bytes)"
+)
+# Lua: delete the counts hash KEYS[n] when only the marker is left (nothing of the queue in flight)
+_DROP_IDLE_COUNTS = """
+if redis.call('HLEN', {key}) == 1 and redis.call('HEXISTS', {key}, '{marker}') == 1 then
+  redis.call('DEL', {key})
+end
+"""
+
+
+def _drop_idle_counts(key: str) -> str:
+    return _DROP_IDLE_COUNTS.format(key=key, marker=_COUNTS_MARKER)
+
+
 # KEYS: ready, processing, deadlines, delayed, deliveries
-# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s)
-# -> {bodies, delivery counts, token prefix echo, ms until the next due/lapse or -1}
+# ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s),
+#       counts marker, its value (see _COUNTS_MARKER)
+# -> {bodies, delivery counts, ms until the next due/lapse or -1 (0 when bodies were taken),
+#     the bodies' sha1 digests (an ack passes them back instead of hashing every body again)}
 _RESERVE = (
     """
 local t = redis.call('TIME')
@@ -142,7 +168,8 @@ if not bodies then
   return {{}, {}, wait}
 end
 redis.call('RPUSH', KEYS[2], unpack(bodies))
-local deadline = now + tonumber(ARGV[2])
+-- the score as text once, not converted from a number for every member (same value: 17 digits)
+local deadline = string.format('%.17g', now + tonumber(ARGV[2]))
 local members = {}
 local digests = {}
 for i, body in ipairs(bodies) do
@@ -153,39 +180,42 @@ end
 redis.call('ZADD', KEYS[3], unpack(members))
 local seen = redis.call('HMGET', KEYS[5], unpack(digests))
 local counts = {}
-local fields = {}
+local fields = {ARGV[6], ARGV[7]}
+local last = {}
 for i, digest in ipairs(digests) do
-  local n = (tonumber(seen[i]) or 0) + 1
-  for j = 1, i - 1 do  -- identical bodies in one batch: count each hand-out
-    if digests[j] == digest then n = counts[j] + 1 end
-  end
+  local n = last[digest]  -- identical bodies in one batch: count each hand-out
+  if n then n = n + 1 else n = (tonumber(seen[i]) or 0) + 1 end
+  last[digest] = n
   counts[i] = n
   fields[#fields + 1] = digest
   fields[#fields + 1] = n
 end
 redis.call('HSET', KEYS[5], unpack(fields))
 redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
-return {bodies, counts, 0}
+return {bodies, counts, 0, digests}
 """
 )
 
-# KEYS: processing, deadlines, deliveries   ARGV: reservation members -> how many were held
+# KEYS: processing, deadlines, deliveries
+# ARGV: n reservation members, then the sha1 digests of their list elements (in the same order)
+# -> how many were held
 _ACK = f"""
-local scores = redis.call('ZMSCORE', KEYS[2], unpack(ARGV))
+local n = #ARGV / 2
+local scores = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 1, n))
 local held = {{}}
 local digests = {{}}
-for i, m in ipairs(ARGV) do
+for i = 1, n do
   if scores[i] then
+    local m = ARGV[i]
     held[#held + 1] = m
-    local body = string.sub(m, {_BODY_AT})
-    redis.call('LREM', KEYS[1], 1, body)
-    digests[#digests + 1] = redis.sha1hex(body)
+    redis.call('LREM', KEYS[1], 1, string.sub(m, {_BODY_AT}))
+    digests[#digests + 1] = ARGV[n + i]
   end
 end
 if #held > 0 then
   redis.call('ZREM', KEYS[2], unpack(held))
   redis.call('HDEL', KEYS[3], unpack(digests))
-end
+{_drop_idle_counts("KEYS[3]")}end
 return #held
 """
 
@@ -199,7 +229,9 @@ _SETTLE = f"""
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
 local old = string.sub(ARGV[1], {_BODY_AT})
 redis.call('LREM', KEYS[1], 1, old)
-if ARGV[2] == 'replace' then redis.call('HDEL', KEYS[3], redis.sha1hex(old)) end
+if ARGV[2] == 'replace' then
+  redis.call('HDEL', KEYS[3], redis.sha1hex(old))
+{_drop_idle_counts("KEYS[3]")}end
 local delay = tonumber(ARGV[4])
 if delay > 0 then
   local t = redis.call('TIME')
@@ -311,7 +343,7 @@ end
 
 # KEYS: ready, processing, deadlines, delayed, deliveries, record
 # ARGV: max messages, visibility timeout (s), token prefix (24 hex), sweep limit, counts TTL (s),
-#       record TTL (s)
+#       record TTL (s), counts marker, its value (see _COUNTS_MARKER)
 # -> {members, delivery counts}: the tag's members, taken now or (tag already taken) still held
 _RESERVE_TAGGED = _HELD + f"""
 local t = redis.call('TIME')
@@ -339,6 +371,7 @@ redis.call('RPUSH', KEYS[6], 'taken')  -- the header: the tag is taken, even whe
 redis.call('EXPIRE', KEYS[6], tonumber(ARGV[6]))
 local bodies = redis.call('LPOP', KEYS[1], tonumber(ARGV[1]))
 if not bodies then return {{members, counts}} end
+local last = {{}}
 for start = 1, #bodies, {_SCRIPT_BATCH} do
   local stop = math.min(start + {_SCRIPT_BATCH} - 1, #bodies)
   local chunk = {{unpack(bodies, start, stop)}}
@@ -357,13 +390,11 @@ for start = 1, #bodies, {_SCRIPT_BATCH} do
   redis.call('ZADD', KEYS[3], unpack(scored))
   redis.call('RPUSH', KEYS[6], unpack(mine))
   local seen = redis.call('HMGET', KEYS[5], unpack(digests))
-  local fields = {{}}
-  local first = #counts
+  local fields = {{ARGV[7], ARGV[8]}}
   for i, digest in ipairs(digests) do
-    local n = (tonumber(seen[i]) or 0) + 1
-    for j = first + 1, #counts do  -- identical bodies in one claim: count each hand-out
-      if digests[j - first] == digest then n = counts[j] + 1 end
-    end
+    local n = last[digest]  -- identical bodies in one claim: count each hand-out
+    if n then n = n + 1 else n = (tonumber(seen[i]) or 0) + 1 end
+    last[digest] = n
     counts[#counts + 1] = n
     fields[#fields + 1] = digest
     fields[#fields + 1] = n
@@ -410,7 +441,7 @@ for k = 5, #KEYS do
   total = total + #members
   redis.call('DEL', KEYS[k])
 end
-drop(KEYS[2], back)
+{_drop_idle_counts("KEYS[4]")}drop(KEYS[2], back)
 if ARGV[1] == 'ack' then return total end
 for start = #back, 1, -{_SCRIPT_BATCH} do
   local args = {{}}
@@ -432,11 +463,35 @@ def _seconds(delay_ms: int) -> str:
     return repr(max(int(delay_ms), 0) / 1000)
 
 
-@dataclass(frozen=True, slots=True)
 class _Receipt:
-    """The settle handle of one reservation: its deadline member ``<token>:<body>``."""
+    """The settle handle of one reservation: its deadline member ``<token>:<body>``, and the sha1
+    digest of its list element (the key of its delivery count) when the reserve returned it.
 
-    member: bytes
+    A plain slotted class (one is built per delivery; a frozen dataclass takes several times as
+    long to build); nothing changes ``member`` after it is made."""
+
+    __slots__ = ("_digest", "member")
+
+    def __init__(self, member: bytes, digest: bytes | None = None) -> None:
+        self.member = member
+        self._digest = digest
+
+    @property
+    def digest(self) -> bytes:
+        """sha1 of the list element, in lowercase hex (what the scripts' ``redis.sha1hex`` gives)."""
+        digest = self._digest
+        if digest is None:
+            digest = self._digest = hashlib.sha1(_stored(self.member)).hexdigest().encode("ascii")
+        return digest
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Receipt) and other.member == self.member
+
+    def __hash__(self) -> int:
+        return hash(self.member)
+
+    def __repr__(self) -> str:
+        return f"_Receipt(member={self.member!r})"
 
 
 def _stored(held: bytes) -> bytes:
@@ -453,12 +508,15 @@ def _reframed(body: bytes, delivery: Delivery) -> bytes:
         return bytes(body)
 
 
-def _delivery(queue: str, held: bytes, count: int) -> Delivery:
-    """The delivery of reservation member ``held``: a header frame's envelope and headers, or
-    the element itself. The receipt keeps the member, so settling matches the stored bytes."""
-    body, headers = unframe(_stored(held))
+def _delivery(
+    queue: str, held: bytes, count: int, stored: bytes | None = None, digest: bytes | None = None
+) -> Delivery:
+    """The delivery of reservation member ``held`` (whose list element is ``stored``, and its
+    sha1 ``digest``, when the caller has them): a header frame's envelope and headers, or the
+    element itself. The receipt keeps the member, so settling matches the stored bytes."""
+    body, headers = unframe(_stored(held) if stored is None else stored)
     return Delivery(
-        body=body, queue=queue, receipt=_Receipt(held), delivery_count=count, headers=headers,
+        body=body, queue=queue, receipt=_Receipt(held, digest), delivery_count=count, headers=headers,
         carried_headers=headers,
     )
 
@@ -604,21 +662,27 @@ class RedisTransport(RedisConnection):
     def _claim(self, queue: str, max_messages: int) -> tuple[list[Delivery], int]:
         keys = self.keys(queue)
         prefix = secrets.token_hex(12)  # + 8 hex digits of the index = a 32-character token
-        bodies, counts, wait_ms = self._reserve_script(
-            keys=list(keys.all()),
+        bodies, counts, wait_ms, *digests = self._reserve_script(
+            keys=keys.all(),
             args=[
                 min(max_messages, _SCRIPT_BATCH),
                 repr(self.visibility_timeout),
                 prefix,
                 self.sweep_limit,
                 self._counts_ttl,
+                _COUNTS_MARKER,
+                _COUNTS_MARKER_VALUE,
             ],
         )
+        if not bodies:
+            return [], int(wait_ms)
+        head = prefix.encode("ascii")
+        # the member the script wrote for the i-th body: "<prefix><i as 8 hex digits>:<body>"
         out = [
-            _delivery(queue, f"{prefix}{i:08x}".encode("ascii") + b":" + body, int(count))
-            for i, (body, count) in enumerate(zip(bodies, counts, strict=True), start=1)
+            _delivery(queue, b"%b%08x:%b" % (head, i, body), count, body, digest)
+            for i, (body, count, digest) in enumerate(zip(bodies, counts, digests[0], strict=True), start=1)
         ]
-        return out, int(wait_ms)
+        return out, 0
 
     @driver_errors("reserve")
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
@@ -669,17 +733,27 @@ class RedisTransport(RedisConnection):
 
     def _ack_many(self, deliveries: Sequence[Delivery]) -> None:
         self._check_open()
-        by_queue: dict[str, dict[bytes, None]] = {}  # a dict keeps order and drops repeats
+        by_queue: dict[str, dict[bytes, _Receipt]] = {}  # a dict keeps order and drops repeats
         for delivery in deliveries:
-            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
-        for queue, held in by_queue.items():
-            members = list(held)
+            receipt = delivery.receipt
+            if receipt.__class__ is not _Receipt:
+                self._member(delivery)  # raises: not ours
+            held = by_queue.get(delivery.queue)
+            if held is None:
+                held = by_queue[delivery.queue] = {}
+            held[receipt.member] = receipt
+        for queue, receipts in by_queue.items():
+            members = list(receipts)
+            digests = [receipt.digest for receipt in receipts.values()]
             keys = self.keys(queue)
             done = 0
             for start in range(0, len(members), _SCRIPT_BATCH):
-                chunk = members[start : start + _SCRIPT_BATCH]
+                stop = start + _SCRIPT_BATCH
                 done += int(
-                    self._ack_script(keys=[keys.processing, keys.deadlines, keys.deliveries], args=chunk)
+                    self._ack_script(
+                        keys=[keys.processing, keys.deadlines, keys.deliveries],
+                        args=[*members[start:stop], *digests[start:stop]],
+                    )
                 )
             if done != len(members):
                 log.warning(
@@ -805,6 +879,8 @@ class RedisTransport(RedisConnection):
                 self.sweep_limit,
                 self._counts_ttl,
                 self._record_ttl,
+                _COUNTS_MARKER,
+                _COUNTS_MARKER_VALUE,
             ],
         )
         return [_delivery(queue, m, int(n)) for m, n in zip(members, counts, strict=True)]

@@ -34,11 +34,30 @@ class Middleware(Protocol):
     def __call__(self, message: Message, call_next: Next, /) -> Outcome: ...
 
 
+class Binding:
+    """A middleware that binds itself to the rest of the chain once, when the chain is composed.
+
+    The chain runs for every message, and a layer called as ``layer(message, call_next)`` costs
+    two Python calls per message (the step that holds ``call_next``, then the layer). A subclass
+    writes its logic once, in :meth:`bind`, as a function of the message that closes over
+    ``call_next`` (and whatever it looks up once); :func:`compose` puts that function in the
+    chain directly. Called the usual way, ``(message, call_next)``, it does the same thing, so it
+    composes like any other middleware. The built-in middleware of the consume path are these.
+    """
+
+    def bind(self, call_next: Next) -> Next:
+        """This layer with ``call_next`` as the rest of the chain."""
+        raise NotImplementedError
+
+    def __call__(self, message: Message, call_next: Next, /) -> Outcome:
+        return self.bind(call_next)(message)
+
+
 def compose(middleware: Sequence[Middleware], inner: Next) -> Next:
     """``inner`` wrapped by ``middleware`` (the first element is the outermost)."""
     chain = inner
     for layer in reversed(middleware):
-        chain = _bind(layer, chain)
+        chain = layer.bind(chain) if isinstance(layer, Binding) else _bind(layer, chain)
     return chain
 
 
@@ -86,6 +105,7 @@ def _bind_publish(layer: PublishMiddleware, call_next: PublishNext) -> PublishNe
 
 
 __all__ = [
+    "Binding",
     "Middleware",
     "Next",
     "Publication",

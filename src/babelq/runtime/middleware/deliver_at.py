@@ -12,17 +12,22 @@ from __future__ import annotations
 from babelq.envelope import now_ms
 from babelq.runtime import rules
 from babelq.runtime.message import Message
-from babelq.runtime.middleware import Next
+from babelq.runtime.middleware import Binding, Next
 from babelq.runtime.outcome import DEFERRED, Outcome
 
 
-class DeliverAtMiddleware:
+class DeliverAtMiddleware(Binding):
     """Releases messages whose ``meta.deliver_at`` is still ahead, with the remaining delay."""
 
-    def __call__(self, message: Message, call_next: Next) -> Outcome:
-        deliver_at = message.envelope.deliver_at
-        if deliver_at is not None:
-            remaining = rules.deferred_ms(deliver_at, now_ms())
-            if remaining > 0:
-                return Outcome.release(remaining, DEFERRED)
-        return call_next(message)
+    def bind(self, call_next: Next) -> Next:
+        deferred_ms = rules.deferred_ms
+
+        def deliver_at(message: Message) -> Outcome:
+            due = message.envelope.deliver_at
+            if due is not None:
+                remaining = deferred_ms(due, now_ms())
+                if remaining > 0:
+                    return Outcome.release(remaining, DEFERRED)
+            return call_next(message)
+
+        return deliver_at

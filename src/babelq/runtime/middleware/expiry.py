@@ -11,22 +11,27 @@ from __future__ import annotations
 from babelq.envelope import now_ms
 from babelq.runtime import rules
 from babelq.runtime.message import Message
-from babelq.runtime.middleware import Next
+from babelq.runtime.middleware import Binding, Next
 from babelq.runtime.outcome import EXPIRED, Outcome
 
 
-class ExpiryMiddleware:
+class ExpiryMiddleware(Binding):
     """Short-circuits messages past their ``meta.expire_at``."""
 
-    def __call__(self, message: Message, call_next: Next) -> Outcome:
-        expire_at = message.envelope.expire_at
-        if expire_at is not None:
-            now = now_ms()
-            if rules.is_expired(expire_at, now):
-                return Outcome.dead_letter(
-                    rules.REASON_FAILED,
-                    error=rules.expired_error(expire_at, now),
-                    cause=rules.EXPIRED,
-                    label=EXPIRED,
-                )
-        return call_next(message)
+    def bind(self, call_next: Next) -> Next:
+        is_expired = rules.is_expired
+
+        def expiry(message: Message) -> Outcome:
+            expire_at = message.envelope.expire_at
+            if expire_at is not None:
+                now = now_ms()
+                if is_expired(expire_at, now):
+                    return Outcome.dead_letter(
+                        rules.REASON_FAILED,
+                        error=rules.expired_error(expire_at, now),
+                        cause=rules.EXPIRED,
+                        label=EXPIRED,
+                    )
+            return call_next(message)
+
+        return expiry

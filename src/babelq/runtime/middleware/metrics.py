@@ -10,17 +10,22 @@ from __future__ import annotations
 
 from babelq.runtime.counters import Counters
 from babelq.runtime.message import Message
-from babelq.runtime.middleware import Next
+from babelq.runtime.middleware import Binding, Next
 from babelq.runtime.outcome import Outcome
 
 
-class MetricsMiddleware:
+class MetricsMiddleware(Binding):
     """Increments the counter named by each outcome's label."""
 
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
 
-    def __call__(self, message: Message, call_next: Next) -> Outcome:
-        outcome = call_next(message)
-        self.counters.incr(outcome.label)
-        return outcome
+    def bind(self, call_next: Next) -> Next:
+        incr = self.counters.incr
+
+        def metrics(message: Message) -> Outcome:
+            outcome = call_next(message)
+            incr(outcome.label)
+            return outcome
+
+        return metrics

@@ -14,7 +14,7 @@ import time
 
 from babelq.runtime import context
 from babelq.runtime.message import Message
-from babelq.runtime.middleware import Next
+from babelq.runtime.middleware import Binding, Next
 from babelq.runtime.outcome import Outcome
 
 logger = logging.getLogger("babelq.runtime")
@@ -25,28 +25,34 @@ def log_extra(message: Message) -> dict[str, str]:
     return {"trace_id": message.trace_id, "message_id": message.id}
 
 
-class TracingMiddleware:
+class TracingMiddleware(Binding):
     """Sets the current message and logs the handling at DEBUG."""
 
     def __init__(self, log: logging.Logger = logger) -> None:
         self.log = log
 
-    def __call__(self, message: Message, call_next: Next) -> Outcome:
-        token = context.enter(message)
-        try:
-            if not self.log.isEnabledFor(logging.DEBUG):
-                return call_next(message)
-            started = time.perf_counter()
-            self.log.debug(
-                "handling %s id=%s trace_id=%s attempts=%d",
-                message.urn, message.id, message.trace_id, message.attempts, extra=log_extra(message),
-            )
-            outcome = call_next(message)
-            self.log.debug(
-                "%s %s id=%s trace_id=%s in %.1f ms",
-                outcome.label, message.urn, message.id, message.trace_id,
-                (time.perf_counter() - started) * 1000, extra=log_extra(message),
-            )
-            return outcome
-        finally:
-            context.leave(token)
+    def bind(self, call_next: Next) -> Next:
+        log = self.log
+        enter, leave = context.enter, context.leave
+
+        def tracing(message: Message) -> Outcome:
+            token = enter(message)
+            try:
+                if not log.isEnabledFor(logging.DEBUG):
+                    return call_next(message)
+                started = time.perf_counter()
+                log.debug(
+                    "handling %s id=%s trace_id=%s attempts=%d",
+                    message.urn, message.id, message.trace_id, message.attempts, extra=log_extra(message),
+                )
+                outcome = call_next(message)
+                log.debug(
+                    "%s %s id=%s trace_id=%s in %.1f ms",
+                    outcome.label, message.urn, message.id, message.trace_id,
+                    (time.perf_counter() - started) * 1000, extra=log_extra(message),
+                )
+                return outcome
+            finally:
+                leave(token)
+
+        return tracing

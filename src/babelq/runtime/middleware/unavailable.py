@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from babelq.errors import UnavailableError
 from babelq.runtime.message import Message
-from babelq.runtime.middleware import Next
+from babelq.runtime.middleware import Binding, Next
 from babelq.runtime.outage import one_line
 from babelq.runtime.outcome import UNAVAILABLE, Outcome
 
@@ -34,7 +34,7 @@ from babelq.runtime.outcome import UNAVAILABLE, Outcome
 LOG_EVERY = 5.0
 
 
-class UnavailableMiddleware:
+class UnavailableMiddleware(Binding):
     """Releases messages whose dependencies are down after ``delay_ms``, logging without flooding."""
 
     def __init__(self, delay_ms: int, log: logging.Logger) -> None:
@@ -44,13 +44,21 @@ class UnavailableMiddleware:
         self._next_line = 0.0
         self._folded = 0
 
-    def __call__(self, message: Message, call_next: Next) -> Outcome:
-        try:
-            outcome = call_next(message)
-        except UnavailableError as exc:
-            outcome = Outcome.unavailable(exc)
-        if outcome.label != UNAVAILABLE:
-            return outcome
+    def bind(self, call_next: Next) -> Next:
+        put_back = self._put_back
+
+        def unavailable(message: Message) -> Outcome:
+            try:
+                outcome = call_next(message)
+            except UnavailableError as exc:
+                outcome = Outcome.unavailable(exc)
+            if outcome.label != UNAVAILABLE:
+                return outcome
+            return put_back(message, outcome)
+
+        return unavailable
+
+    def _put_back(self, message: Message, outcome: Outcome) -> Outcome:
         outcome = replace(outcome, delay_ms=self.delay_ms)
         self._report(message, outcome)
         return outcome
