@@ -289,7 +289,7 @@ def test_release_with_delay_keeps_the_bytes(amqp: AMQPTransport, unique_queue: s
     amqp.publish(unique_queue, envelope.encode(), envelope=envelope)
     [delivery] = amqp.reserve(unique_queue, timeout=5)
 
-    amqp.release(delivery, delay_ms=200)
+    amqp.release(delivery, delay_ms=1000)  # long enough that a stall of a loaded machine cannot outlast it
 
     assert amqp.reserve(unique_queue, timeout=0.05) == []
     [back] = amqp.reserve(unique_queue, timeout=5)
