@@ -77,7 +77,7 @@ from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, memb
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
 from babelq.transports.base import Delivery, Outgoing, check_tag
-from babelq.transports.redis_connection import CONNECT_TIMEOUT, RedisConnection, driver_errors
+from babelq.transports.redis_connection import CONNECT_TIMEOUT, SCRIPT_BATCH, RedisConnection, driver_errors
 from babelq.transports.redis_options import DelayMode, RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
 
@@ -92,7 +92,7 @@ log = logging.getLogger(__name__)
 _BODY_AT = TOKEN_LENGTH + 2  # Lua index of the first body byte in "<token>:<body>"
 _RPUSH_CHUNK = 5000
 # Lua's unpack() takes at most ~8000 values: scripts get at most this many messages per call.
-_SCRIPT_BATCH = 1000
+_SCRIPT_BATCH = SCRIPT_BATCH
 _COUNTS_TTL = 86_400  # seconds
 #: a tagged reservation's record lives at least this long after its last renewal (seconds)
 TAG_RECORD_SECONDS = 600
@@ -684,26 +684,10 @@ class RedisTransport(RedisConnection):
         ]
         return out, 0
 
-    @driver_errors("reserve")
-    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
-        """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
-        self._check_open()
-        if max_messages < 1:
-            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
-        end = time.monotonic() + max(timeout, 0.0)
+    def _wait_for_push(self, queue: str, seconds: float) -> None:
+        # wakes when anything is pushed; RIGHT->RIGHT on one list leaves it unchanged
         ready = self.keys(queue).ready
-        while True:
-            got, wait_ms = self._claim(queue, max_messages)
-            if got:
-                return got
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return []
-            block = min(remaining, self.poll_interval)
-            if wait_ms >= 0:
-                block = min(block, max(wait_ms / 1000, 0.001))
-            # Wakes when anything is pushed; RIGHT->RIGHT on one list leaves it unchanged.
-            self._redis.blmove(ready, ready, max(block, 0.01), "RIGHT", "RIGHT")
+        self._redis.blmove(ready, ready, seconds, "RIGHT", "RIGHT")
 
     # -- settle --------------------------------------------------------------------------
 
@@ -820,23 +804,8 @@ class RedisTransport(RedisConnection):
             if int(held) != 1:
                 self._lost(delivery, "release")
 
-    @driver_errors("renew_many")
-    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
-        self._check_open()
-        by_queue: dict[str, dict[bytes, None]] = {}
-        for delivery in deliveries:
-            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
-        held = 0
-        for queue, members in by_queue.items():
-            ordered = list(members)
-            for start in range(0, len(ordered), _SCRIPT_BATCH):
-                chunk = ordered[start : start + _SCRIPT_BATCH]
-                held += int(
-                    self._renew_script(
-                        keys=[self.keys(queue).deadlines], args=[repr(self.visibility_timeout), *chunk]
-                    )
-                )
-        return held
+    def _lease_key(self, queue: str) -> str:
+        return self.keys(queue).deadlines
 
     @driver_errors("retry")
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
-from babelq.transports.base import BaseTransport
+from babelq.transports.base import BaseTransport, Delivery
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
+    from redis.commands.core import Script
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,6 +45,8 @@ CONNECT_TIMEOUT = 10.0
 #: the largest ``sweep_limit``: a reserve script moves that many members with one ``unpack()``,
 #: and Lua's unpack takes at most ~8000 values
 _MAX_SWEEP_LIMIT = 4000
+#: members one script call takes at most (Lua's unpack() takes at most ~8000 values)
+SCRIPT_BATCH = 1000
 
 
 def _translated(exc: BaseException, action: str, where: str) -> BabelqError | None:
@@ -164,6 +168,10 @@ class RedisConnection(BaseTransport):
     options of its own, adds them to :meth:`_options` so a pickled copy keeps them.
     """
 
+    #: the layout's renewal script (registered by the layout's constructor)
+    _renew_script: Script
+
+
     scheme = "redis"
 
     def __init__(
@@ -253,6 +261,66 @@ class RedisConnection(BaseTransport):
         """The visibility timeout; checks the name like every method that takes one."""
         self.keys(queue)
         return self.visibility_timeout
+
+    def _claim(self, queue: str, max_messages: int) -> tuple[list[Delivery], int]:
+        """The layout's reserve script: (reservations, ms until the next delayed message is due or
+        -1 when none is); empty when nothing is ready."""
+        raise NotImplementedError
+
+    def _wait_for_push(self, queue: str, seconds: float) -> None:
+        """Block until something may have been published to ``queue`` or ``seconds`` pass (a hint:
+        the caller claims again either way). Each layout has its own wake-up signal."""
+        raise NotImplementedError
+
+    @driver_errors("reserve")
+    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
+        """Up to ``max_messages`` (at most 1000 per call) reservations, in list order, waiting up to
+        ``timeout`` seconds for the first: the claim again whenever the layout's wake-up signal
+        fires, the poll interval passes or the next delayed message falls due."""
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
+        end = time.monotonic() + max(timeout, 0.0)
+        while True:
+            got, wait_ms = self._claim(queue, max_messages)
+            if got:
+                return got
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return []
+            block = min(remaining, self.poll_interval)
+            if wait_ms >= 0:
+                block = min(block, max(wait_ms / 1000, 0.001))
+            self._wait_for_push(queue, max(block, 0.01))
+
+    def _member(self, delivery: Delivery) -> bytes:
+        """The reservation's member in the layout's lease set (a ConfigurationError for a delivery
+        that is not this layout's)."""
+        raise NotImplementedError
+
+    def _lease_key(self, queue: str) -> str:
+        """The layout's sorted set of reservations by deadline."""
+        raise NotImplementedError
+
+    @driver_errors("renew_many")
+    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
+        """Push each held reservation's deadline a visibility timeout ahead; returns how many were
+        still held (a lapsed one another consumer may have taken is not renewed)."""
+        self._check_open()
+        by_queue: dict[str, dict[bytes, None]] = {}
+        for delivery in deliveries:
+            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
+        held = 0
+        for queue, members in by_queue.items():
+            ordered = list(members)
+            for start in range(0, len(ordered), SCRIPT_BATCH):
+                chunk = ordered[start : start + SCRIPT_BATCH]
+                held += int(
+                    self._renew_script(
+                        keys=[self._lease_key(queue)], args=[repr(self.visibility_timeout), *chunk]
+                    )
+                )
+        return held
 
     @driver_errors("purge")
     def purge(self, queue: str) -> None:

@@ -49,7 +49,6 @@ both layouts connect, ping, translate errors and pickle through
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,7 +57,7 @@ from babelq.bindings.redis import LARAVEL_PREFIX, LaravelKeys, laravel_keys, unf
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
 from babelq.transports.base import Delivery, Outgoing
-from babelq.transports.redis_connection import RedisConnection, driver_errors
+from babelq.transports.redis_connection import SCRIPT_BATCH, RedisConnection, driver_errors
 from babelq.transports.redis_options import RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
 
@@ -68,7 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_SCRIPT_BATCH = 1000  # Lua's unpack() takes at most ~8000 values
+_SCRIPT_BATCH = SCRIPT_BATCH
 _RPUSH_CHUNK = 5000
 
 _NOW = """
@@ -300,26 +299,9 @@ class RedisLaravelTransport(RedisConnection):
             )
         return out, int(wait_ms)
 
-    @driver_errors("reserve")
-    def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
-        """Up to ``max_messages`` (at most 1000 per call) reservations, in list order."""
-        self._check_open()
-        if max_messages < 1:
-            raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
-        end = time.monotonic() + max(timeout, 0.0)
-        notify = self.keys(queue).notify
-        while True:
-            got, wait_ms = self._claim(queue, max_messages)
-            if got:
-                return got
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return []
-            block = min(remaining, self.poll_interval)
-            if wait_ms >= 0:
-                block = min(block, max(wait_ms / 1000, 0.001))
-            # Laravel's blocking pop: wait for a wake-up token (consumed: it is only a hint).
-            self._redis.blpop([notify], max(block, 0.01))
+    def _wait_for_push(self, queue: str, seconds: float) -> None:
+        # Laravel's blocking pop: wait for a wake-up token (consumed: it is only a hint)
+        self._redis.blpop([self.keys(queue).notify], seconds)
 
     # -- settle --------------------------------------------------------------------------
 
@@ -399,23 +381,8 @@ class RedisLaravelTransport(RedisConnection):
     def dead_letter(self, delivery: Delivery, body: bytes, *, dlq: str) -> None:
         self._settle(delivery, body, target=dlq, delay_ms=0, where="ready", action="dead_letter")
 
-    @driver_errors("renew_many")
-    def renew_many(self, deliveries: Sequence[Delivery]) -> int:
-        self._check_open()
-        by_queue: dict[str, dict[bytes, None]] = {}
-        for delivery in deliveries:
-            by_queue.setdefault(delivery.queue, {})[self._member(delivery)] = None
-        held = 0
-        for queue, members in by_queue.items():
-            ordered = list(members)
-            for start in range(0, len(ordered), _SCRIPT_BATCH):
-                chunk = ordered[start : start + _SCRIPT_BATCH]
-                held += int(
-                    self._renew_script(
-                        keys=[self.keys(queue).reserved], args=[repr(self.visibility_timeout), *chunk]
-                    )
-                )
-        return held
+    def _lease_key(self, queue: str) -> str:
+        return self.keys(queue).reserved
 
     # -- inspection ----------------------------------------------------------------------
 
