@@ -21,7 +21,8 @@ from babelq.pipelines.generator import generate_bulk_file
 from babelq.pipelines.payment_ids import payment_id
 from babelq.transports import open_transport
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# a killed ingest process and a second one: about 100 s alone
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _ids(url: str, queue: str) -> list[str]:

@@ -31,7 +31,8 @@ from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
 from babelq.pipelines.failpoints import kill_session, session_pids
 from babelq.transports import Outgoing, open_transport
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# six cold settle processes: about 140 s alone, more than 300 s beside the other workers on a slower day
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 4_000
 VISIBILITY = 3.0
