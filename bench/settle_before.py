@@ -6,9 +6,9 @@ new; both modules live in the ``babelq.pipelines.settle`` package now): the whol
 coalesced into ONE task, which decodes, classifies, posts and publishes in Python, row by row. Kept
 here, not in the package, so the benchmark can measure it in the same run as the current code.
 
-The original module docstring follows.
+The original module docstring follows (its words for the two stages changed to ingest and settle).
 
-Service B's work on a micro-batch: classify, dead-letter, retry, post, in one ledger transaction.
+Settle's work on a micro-batch: classify, dead-letter, retry, post, in one ledger transaction.
 
 Runs on an executor over the Arrow batches of the micro-batch's ``body`` column, in batch
 order (the whole micro-batch is one partition, so a duplicate is seen without a shuffle).
@@ -23,7 +23,7 @@ For every message, in this order:
    it can meet in one batch, and dropping the retry would lose the message;
 4. ``meta.id`` already in the processed-ids table (redelivery, replay, redrive) -> dropped;
 5. ``meta.expire_at`` passed -> DLQ (``failed``, cause ``expired``);
-6. data breaking the URN's JSON Schema or not validated by Service A -> DLQ (cause ``invalid``);
+6. data breaking the URN's JSON Schema or not validated by ingest -> DLQ (cause ``invalid``);
 7. core banking refuses -> re-published with attempts+1 after a delay, or DLQ (cause
    ``max_attempts``) once ``max_attempts`` is reached; attempts are the binding's
    reconciliation, ``max(body attempts, broker_attempts)`` (the source's column: SQS's receive
