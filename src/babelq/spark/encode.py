@@ -2,7 +2,8 @@
 
 :func:`encode` adds a binary ``body`` column whose bytes equal what the core producer
 (``babelq.envelope.make(...).encode()``) writes for the same URN, ids, times and data: the
-envelope frame is assembled with ``concat`` around the canonical JSON of ``data`` built by
+envelope frame is assembled with ``concat`` around the canonical JSON of ``data``, written by
+babelq's JVM writer (:func:`babelq.spark.jvm.data_json`) where the jar is loaded, else built by
 :mod:`babelq.spark.json_expr`. The producer rules that depend on row values (non-empty URN,
 queue and ids, epoch-ms times >= 0, priority 1..10, no NaN) fail the Spark job with an error
 naming the field, as :func:`~babelq.envelope.make` raises; rules that depend only on types
@@ -17,11 +18,11 @@ from typing import TYPE_CHECKING
 from babelq.envelope.constants import LANG, SCHEMA_VERSION
 from babelq.envelope.urn import check_urn
 from babelq.errors import ConfigurationError, EnvelopeError, URNError
-from babelq.spark.json_expr import json_object, json_string, quote_key
+from babelq.spark.json_expr import check_json_type, json_object, json_string, quote_key
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 _WS = " \t\n\r\x0b\x0c"
 _STRING_EXTENSIONS = ("correlation_id", "sharding_key")
@@ -65,6 +66,17 @@ def _string_token(path: str, value: str | Column, *, strip: bool = False) -> Col
     return _fail_when(bad, f"{path}: must be a non-empty string", json_string(text))
 
 
+def _uuid_token(col: Column) -> Column:
+    """The JSON token of a column encode filled with ``uuid()`` itself.
+
+    Such a value is never null or empty and holds only hex digits and dashes, so the checks and
+    the escaping a given column needs (a regex test and two replaces per row) are left out.
+    """
+    from pyspark.sql import functions as sf
+
+    return sf.concat(_lit('"'), col, _lit('"'))
+
+
 def _ms(col: Column, data_type: DataType) -> Column:
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
@@ -106,9 +118,10 @@ def encode(
     columns are replaced. Top-level ``data`` fields named in ``omit_null`` are left out of the
     data object when they are null (as ``make`` gets no such key), instead of written as ``null``.
 
-    Doubles are written by babelq's JVM helper (:mod:`babelq.spark.jvm`) when the session has
-    it (``jvm=None``; ``True`` requires it), else by Spark SQL string functions (``jvm=False``
-    forces those): the same bytes either way.
+    The data object is written by babelq's JVM JSON writer (:func:`babelq.spark.jvm.data_json`,
+    one pass over Spark's internal row) when the session has the jar (``jvm=None``; ``True``
+    requires it), else by Spark SQL string functions (``jvm=False`` forces those; with the jar's
+    float repr for doubles if only that loads): the same bytes and errors either way.
     """
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
@@ -132,19 +145,7 @@ def encode(
         raise EnvelopeError(
             "data", f"must be a struct column (a JSON object), got {data_type.simpleString()}"
         )
-    float_function = None
-    if jvm is not False:
-        from babelq.spark.jvm import float_repr, jar_path
-
-        float_function = float_repr(df.sparkSession)
-        if float_function is None and jvm:
-            raise ConfigurationError(
-                "encode(jvm=True): babelq's JVM helpers are not on this session's classpath; "
-                f"add {jar_path()} to spark.jars (babelq.spark.session.get_session does)"
-            )
-    data_json = sf.when(data_col.isNull(), _lit("{}")).otherwise(
-        json_object(data_col, data_type, "data", omit_null=frozenset(omit_null), jvm=float_function)
-    )
+    data_json = _data_json(df, data_col, data_type, frozenset(omit_null), jvm)
 
     out = df.withColumn("id", sf.expr("uuid()") if id is None else id.cast("string"))
     out = out.withColumn("trace_id", sf.expr("uuid()") if trace_id is None else trace_id.cast("string"))
@@ -162,11 +163,15 @@ def encode(
         _lit('{"job":'),
         _string_token("job", urn, strip=True),
         _lit(',"trace_id":'),
-        _string_token("trace_id", sf.col("trace_id")),
+        (
+            _uuid_token(sf.col("trace_id"))
+            if trace_id is None
+            else _string_token("trace_id", sf.col("trace_id"))
+        ),
         _lit(',"data":'),
         data_json,
         _lit(',"meta":{"id":'),
-        _string_token("meta.id", sf.col("id")),
+        _uuid_token(sf.col("id")) if id is None else _string_token("meta.id", sf.col("id")),
         _lit(',"queue":'),
         _string_token("meta.queue", queue),
         _lit(f',"lang":"{LANG}","schema_version":{SCHEMA_VERSION},"created_at":'),
@@ -185,6 +190,44 @@ def encode(
     )
     parts.append(_lit('},"attempts":0}'))
     return out.withColumn(body_column, sf.concat(*parts).cast("binary"))
+
+
+def _data_json(
+    df: DataFrame, data_col: Column, data_type: StructType, omit_null: frozenset[str], jvm: bool | None
+) -> Column:
+    """The canonical JSON text of ``data`` (``{}`` when the struct is null).
+
+    With babelq's jar loaded, one call of its JSON writer (:func:`babelq.spark.jvm.data_json`),
+    which walks Spark's internal row once; else Spark SQL string functions
+    (:func:`~babelq.spark.json_expr.json_object`), with the jar's float repr for doubles when
+    only that loads. Same bytes and same errors either way.
+    """
+    from pyspark.sql import functions as sf
+
+    if jvm is False:
+        return sf.when(data_col.isNull(), _lit("{}")).otherwise(
+            json_object(data_col, data_type, "data", omit_null=omit_null)
+        )
+    from babelq.spark.jvm import data_json, float_repr, jar_path
+
+    spark = df.sparkSession
+    unknown = sorted(omit_null - set(data_type.fieldNames()))
+    if unknown:
+        raise EnvelopeError("data", f"omit_null names fields the struct does not have: {unknown}")
+    check_json_type(data_type, "data")
+    omit = frozenset(i for i, name in enumerate(data_type.fieldNames()) if name in omit_null)
+    writer = data_json(spark, omit)
+    if writer is not None:
+        return sf.call_function(writer, data_col)
+    float_function = float_repr(spark)
+    if float_function is None and jvm:
+        raise ConfigurationError(
+            "encode(jvm=True): babelq's JVM helpers are not on this session's classpath; "
+            f"add {jar_path()} to spark.jars (babelq.spark.session.get_session does)"
+        )
+    return sf.when(data_col.isNull(), _lit("{}")).otherwise(
+        json_object(data_col, data_type, "data", omit_null=omit_null, jvm=float_function)
+    )
 
 
 def _optional_member(key: str, token: Column) -> Column:
