@@ -135,6 +135,9 @@ def test_the_writer_is_one_catalog_function_call_in_the_plan(spark: Any) -> None
     df = spark.createDataFrame([(1, "x")], "n long, s string")
     plan = encode(df, urn=URN, data=["n", "s"], queue="q")._jdf.queryExecution().optimizedPlan().toString()
     assert "DataJson" in plan and "replace(" not in plan  # nor the ids' escaping: encode made them
+    given = encode(df, urn=URN, data=["n"], queue="q", trace_id=sf.col("s"))
+    plan = given._jdf.queryExecution().optimizedPlan().toString()
+    assert "JsonString" in plan and "replace(" not in plan and "RLIKE" not in plan
 
 
 def test_without_the_function_catalog_encode_uses_the_sql_path(
@@ -204,3 +207,54 @@ def test_the_catalog_knows_only_its_function_names(spark: Any, name: str) -> Non
     assert data_json(spark) is not None
     with pytest.raises(Exception, match=r"(?i)function"):
         spark.sql(f"select {FUNCTIONS_CATALOG}.{name}(named_struct('a', 1))").schema  # noqa: B018
+
+
+ODD_STRINGS = [
+    'q"uote',
+    "back\\slash",
+    "\x00\x01\x1f",
+    "tab\there\nnl\r\x0b\x0c\x08",
+    "é/ü\u2028😀",
+    "\x7f",
+    "plain",
+]
+
+
+@pytest.mark.parametrize("jvm", [True, False], ids=["jvm-writer", "sql"])
+def test_given_string_fields_are_escaped_like_the_core(spark: Any, jvm: bool) -> None:
+    from babelq.spark.encode import encode
+
+    values = [
+        (s, f"id-{s}", f"c{s}", s if i % 2 else None, f"tx{s}", f"q{s}") for i, s in enumerate(ODD_STRINGS)
+    ]
+    df = spark.createDataFrame(
+        values, "tr string, mid string, corr string, shard string, tx string, queue string"
+    )
+    out = encode(
+        df,
+        urn=URN,
+        data=["tr"],
+        queue=sf.col("queue"),
+        trace_id=sf.col("tr"),
+        id=sf.col("mid"),
+        correlation_id=sf.col("corr"),
+        sharding_key=sf.col("shard"),
+        transaction_id=sf.col("tx"),
+        created_at=sf.lit(CREATED),
+        jvm=jvm,
+    ).collect()
+    for row in out:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = make(
+                URN,
+                {"tr": row["tr"]},
+                queue=row["queue"],
+                trace_id=row["tr"],
+                message_id=row["mid"],
+                created_at=CREATED,
+                correlation_id=row["corr"],
+                sharding_key=row["shard"],
+                transaction_id=row["tx"],
+            ).encode()
+        assert bytes(row["body"]) == expected

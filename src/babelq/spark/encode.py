@@ -12,7 +12,7 @@ are checked when the expression is built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from babelq.envelope.constants import LANG, SCHEMA_VERSION
@@ -53,7 +53,11 @@ def _static_string(path: str, value: str) -> str:
     return quote_key(value)
 
 
-def _string_token(path: str, value: str | Column, *, strip: bool = False) -> Column:
+#: a string column -> its JSON string token (null stays null)
+Quote = Callable[["Column"], "Column"]
+
+
+def _string_token(path: str, value: str | Column, quote: Quote, *, strip: bool = False) -> Column:
     """The JSON token of a required string field; a blank value fails the job."""
     if isinstance(value, str):
         if strip and not value.strip(_WS):
@@ -63,7 +67,7 @@ def _string_token(path: str, value: str | Column, *, strip: bool = False) -> Col
 
     text = value.cast("string")
     bad = _blank(text) if strip else (text.isNull() | (sf.length(text) == 0))
-    return _fail_when(bad, f"{path}: must be a non-empty string", json_string(text))
+    return _fail_when(bad, f"{path}: must be a non-empty string", quote(text))
 
 
 def _uuid_token(col: Column) -> Column:
@@ -146,6 +150,7 @@ def encode(
             "data", f"must be a struct column (a JSON object), got {data_type.simpleString()}"
         )
     data_json = _data_json(df, data_col, data_type, frozenset(omit_null), jvm)
+    quote = _quote(df, jvm)
 
     out = df.withColumn("id", sf.expr("uuid()") if id is None else id.cast("string"))
     out = out.withColumn("trace_id", sf.expr("uuid()") if trace_id is None else trace_id.cast("string"))
@@ -161,19 +166,19 @@ def encode(
 
     parts: list[Column] = [
         _lit('{"job":'),
-        _string_token("job", urn, strip=True),
+        _string_token("job", urn, quote, strip=True),
         _lit(',"trace_id":'),
         (
             _uuid_token(sf.col("trace_id"))
             if trace_id is None
-            else _string_token("trace_id", sf.col("trace_id"))
+            else _string_token("trace_id", sf.col("trace_id"), quote)
         ),
         _lit(',"data":'),
         data_json,
         _lit(',"meta":{"id":'),
-        _uuid_token(sf.col("id")) if id is None else _string_token("meta.id", sf.col("id")),
+        _uuid_token(sf.col("id")) if id is None else _string_token("meta.id", sf.col("id"), quote),
         _lit(',"queue":'),
-        _string_token("meta.queue", queue),
+        _string_token("meta.queue", queue, quote),
         _lit(f',"lang":"{LANG}","schema_version":{SCHEMA_VERSION},"created_at":'),
         created,
     ]
@@ -186,10 +191,24 @@ def encode(
             priority=priority,
             transaction_id=transaction_id,
             types=types,
+            quote=quote,
         )
     )
     parts.append(_lit('},"attempts":0}'))
     return out.withColumn(body_column, sf.concat(*parts).cast("binary"))
+
+
+def _quote(df: DataFrame, jvm: bool | None) -> Quote:
+    """How string columns become JSON string tokens: babelq's JVM writer where it loads, else SQL."""
+    from pyspark.sql import functions as sf
+
+    if jvm is not False:
+        from babelq.spark.jvm import json_string as jvm_json_string
+
+        name = jvm_json_string(df.sparkSession)
+        if name is not None:
+            return lambda col: sf.call_function(name, col)
+    return json_string
 
 
 def _data_json(
@@ -246,6 +265,7 @@ def _extensions(
     priority: Column | None,
     transaction_id: Column | None,
     types: dict[str, DataType],
+    quote: Quote,
 ) -> list[Column]:
     """The docs/standard.md §6 meta members, in the order ``make`` writes them."""
     from pyspark.sql import functions as sf
@@ -257,7 +277,7 @@ def _extensions(
         if col is not None:
             text = col.cast("string")
             token = _fail_when(
-                sf.length(text) == 0, f"meta.{key}: must be a non-empty string", json_string(text)
+                sf.length(text) == 0, f"meta.{key}: must be a non-empty string", quote(text)
             )
             members.append(_optional_member(key, token))
     times = {"deliver_at": deliver_at, "expire_at": expire_at}
@@ -284,7 +304,7 @@ def _extensions(
     if transaction_id is not None:
         text = transaction_id.cast("string")
         token = _fail_when(
-            sf.length(text) == 0, "meta.transaction_id: must be a non-empty string", json_string(text)
+            sf.length(text) == 0, "meta.transaction_id: must be a non-empty string", quote(text)
         )
         members.append(_optional_member("transaction_id", token))
     return members

@@ -191,6 +191,20 @@ public final class DataJson implements UnboundFunction {
 
     private static final byte[] HEX = "0123456789abcdef".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
 
+    /** Whether {@code s} holds no byte a JSON string token must escape. */
+    static boolean plain(UTF8String s) {
+      Object base = s.getBaseObject();
+      long offset = s.getBaseOffset();
+      int n = s.numBytes();
+      for (int i = 0; i < n; i++) {
+        byte b = Platform.getByte(base, offset + i);
+        if (b >= 0 && (b < 0x20 || b == '"' || b == '\\')) {
+          return false;
+        }
+      }
+      return true;
+    }
+
     /** The JSON string token of {@code s}: its UTF-8 bytes copied, then escaped where needed. */
     void string(UTF8String s) {
       int n = s.numBytes();

@@ -12,7 +12,8 @@ from ``jvm/src`` by ``jvm/build.py`` and shipped inside the package, holds both:
   reason and fields of everything but accepted rows from its exact SQL path, so this is safe);
 * ``babelq.spark.PythonFloat``, a Java UDF giving Python's ``repr`` of a double;
 * ``babelq.spark.DataJson``, the canonical JSON text of encode's ``data`` struct in one pass,
-  served by the function catalog ``babelq.spark.Functions`` (:func:`data_json`).
+  and ``babelq.spark.JsonString``, one string's JSON token, both served by the function catalog
+  ``babelq.spark.Functions`` (:func:`data_json`, :func:`json_string`).
 
 The first two are registered as Java UDFs rather than called through Spark's ``reflect``:
 ``reflect`` has no generated code, and a single such expression takes the whole projection
@@ -53,6 +54,7 @@ FUNCTIONS_CLASS = "babelq.spark.Functions"
 #: the catalog name babelq's function catalog is registered under (``spark.sql.catalog.<name>``)
 FUNCTIONS_CATALOG = "babelq_functions"
 DATA_JSON_FUNCTION = f"{FUNCTIONS_CATALOG}.data_json_v1"
+JSON_STRING_FUNCTION = f"{FUNCTIONS_CATALOG}.json_string_v1"
 
 #: what EnvelopeScan returns (the Java class builds its rows in this order); ``data`` is the
 #: body's text of the data object as UTF-8 bytes (cast it to string: Spark does that for free)
@@ -211,6 +213,26 @@ def _catalog_loads(spark: Any) -> bool:
     return False
 
 
+def function_catalog(spark: Any) -> bool:
+    """Whether babelq's function catalog (:func:`data_json`, :func:`json_string`) loads in ``spark``."""
+    with _lock:
+        known = _catalog.get(id(spark))
+        if known is not None:
+            return bool(known[1])
+        ok = _catalog_loads(spark)
+        _catalog[id(spark)] = (spark, ok)
+        return ok
+
+
+def json_string(spark: Any) -> str | None:
+    """The SQL name of babelq's JSON string token writer (quoted, escaped; null stays null), or None.
+
+    One pass over the bytes where the Spark SQL spelling (:func:`babelq.spark.json_expr.json_string`)
+    runs a regex test and a chain of ``replace`` calls.
+    """
+    return JSON_STRING_FUNCTION if function_catalog(spark) else None
+
+
 def data_json(spark: Any, omit: frozenset[int] = frozenset()) -> str | None:
     """The SQL name of babelq's JSON writer for encode's ``data`` struct, or None where it cannot load.
 
@@ -219,16 +241,7 @@ def data_json(spark: Any, omit: frozenset[int] = frozenset()) -> str | None:
     top-level fields to leave out when null; they are part of the function's name, the only
     thing of a call besides its argument types that reaches a catalog function.
     """
-    with _lock:
-        known = _catalog.get(id(spark))
-        if known is None:
-            ok = _catalog_loads(spark)
-            _catalog[id(spark)] = (spark, ok)
-        elif not known[1]:
-            return None
-        else:
-            ok = True
-    if not ok:
+    if not function_catalog(spark):
         return None
     suffix = "".join(f"_{index}" for index in sorted(omit))
     return f"{DATA_JSON_FUNCTION}_omit{suffix}" if omit else DATA_JSON_FUNCTION
