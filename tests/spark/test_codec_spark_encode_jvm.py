@@ -258,3 +258,10 @@ def test_given_string_fields_are_escaped_like_the_core(spark: Any, jvm: bool) ->
                 transaction_id=row["tx"],
             ).encode()
         assert bytes(row["body"]) == expected
+
+
+def test_long_strings_grow_and_release_the_writers_buffer(spark: Any) -> None:
+    texts = ["a" * 600 + '"' + "é" * 300 + "\n", "x" * (1 << 21) + "\\", "small\x01", "b" * 5000]
+    df = spark.createDataFrame([(t, [t, None]) for t in texts], "s string, arr array<string>").coalesce(1)
+    for row in _encode(df, jvm=True, data=["s", "arr"]):
+        assert bytes(row["body"]) == _core({"s": row["s"], "arr": [row["s"], None]})

@@ -128,7 +128,7 @@ public final class DataJson implements UnboundFunction {
       Out out = SCRATCH.get();
       out.len = 0;
       root.object(out, data);
-      return UTF8String.fromBytes(Arrays.copyOf(out.buf, out.len));
+      return UTF8String.fromBytes(out.take());
     }
 
     @Override
@@ -141,6 +141,16 @@ public final class DataJson implements UnboundFunction {
   static final class Out {
     byte[] buf = new byte[512];
     int len;
+
+    /** The bytes written, copied out; a buffer grown past 1 MiB by a huge row is let go. */
+    byte[] take() {
+      byte[] text = Arrays.copyOf(buf, len);
+      if (buf.length > (1 << 20)) {
+        buf = new byte[512];
+      }
+      len = 0;
+      return text;
+    }
 
     void room(int more) {
       if (len + more > buf.length) {

@@ -1,6 +1,5 @@
 package babelq.spark;
 
-import java.util.Arrays;
 import org.apache.spark.sql.connector.catalog.functions.BoundFunction;
 import org.apache.spark.sql.connector.catalog.functions.ScalarFunction;
 import org.apache.spark.sql.connector.catalog.functions.UnboundFunction;
@@ -85,7 +84,7 @@ public final class JsonString implements UnboundFunction {
       DataJson.Out out = SCRATCH.get();
       out.len = 0;
       out.string(s);
-      return UTF8String.fromBytes(Arrays.copyOf(out.buf, out.len));
+      return UTF8String.fromBytes(out.take());
     }
 
     @Override
