@@ -18,14 +18,14 @@ from ``jvm/src`` by ``jvm/build.py`` and shipped inside the package, holds both:
 The first two are registered as Java UDFs rather than called through Spark's ``reflect``:
 ``reflect`` has no generated code, and a single such expression takes the whole projection
 around it out of whole-stage code generation (measured: decode ran at half speed because of
-one). The JSON writer is a catalog function instead of a Java UDF because a UDF receives its
+one). The JSON writers are catalog functions instead of Java UDFs because a UDF receives its
 struct argument converted to a ``Row``, which for a nested payload costs about as much as the
 writing; a catalog function's ``invoke`` gets Spark's internal row from generated code.
 
 :func:`babelq.spark.session.get_session` puts the jar on the classpath (``spark.jars``). On a
 session built elsewhere, add it yourself (``--jars``, ``spark.jars`` = :func:`jar_path`), or
 babelq tries ``ADD JAR`` the first time it needs it; where neither works (Spark Connect, a
-cluster without the jar), :func:`scanner` and :func:`float_repr` say so and the callers
+cluster without the jar), :func:`scanner`, :func:`float_repr` and :func:`data_json` say so and the callers
 use their pure Spark SQL paths instead: same results, slower.
 """
 
