@@ -9,7 +9,7 @@ Next to every figure: how many times its optimized plan parses JSON (``from_json
 times cannot pass for the plain-Spark query. Compared paths:
 
 * encode, for a narrow (3 flat fields) and a wide (6 fields: a nested struct, a double, an
-  array) payload: ``babelq.spark.encode`` (with babelq's JVM float repr, and Spark SQL only) /
+  array) payload: ``babelq.spark.encode`` (with babelq's JVM data writer, and Spark SQL only) /
   plain ``to_json`` of the same envelope shape / the ``babelqueue`` codec
   (``EnvelopeCodec.make`` + ``encode``) inside a Python UDF that converts the row no more than
   the payload needs (``asDict()``; only the nested struct converted again);

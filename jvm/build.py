@@ -23,6 +23,11 @@ JAR = ROOT / "src" / "babelq" / "spark" / "jvm" / "babelq-spark.jar"
 #: the jars the sources compile against (glob patterns inside pyspark's jars folder)
 CLASSPATH = (
     "spark-sql-api_*.jar",
+    "spark-catalyst_*.jar",
+    "spark-unsafe_*.jar",
+    "spark-common-utils_*.jar",
+    "spark-common-utils-java_*.jar",
+    "kryo-shaded-*.jar",
     "jackson-core-*.jar",
     "jackson-databind-*.jar",
     "jackson-annotations-*.jar",

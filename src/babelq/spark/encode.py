@@ -2,7 +2,8 @@
 
 :func:`encode` adds a binary ``body`` column whose bytes equal what the core producer
 (``babelq.envelope.make(...).encode()``) writes for the same URN, ids, times and data: the
-envelope frame is assembled with ``concat`` around the canonical JSON of ``data`` built by
+envelope frame is assembled with ``concat`` around the canonical JSON of ``data``, written by
+babelq's JVM writer (:func:`babelq.spark.jvm.data_json`) where the jar is loaded, else built by
 :mod:`babelq.spark.json_expr`. The producer rules that depend on row values (non-empty URN,
 queue and ids, epoch-ms times >= 0, priority 1..10, no NaN) fail the Spark job with an error
 naming the field, as :func:`~babelq.envelope.make` raises; rules that depend only on types
@@ -11,17 +12,17 @@ are checked when the expression is built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from babelq.envelope.constants import LANG, SCHEMA_VERSION
 from babelq.envelope.urn import check_urn
 from babelq.errors import ConfigurationError, EnvelopeError, URNError
-from babelq.spark.json_expr import json_object, json_string, quote_key
+from babelq.spark.json_expr import check_json_type, json_object, json_string, quote_key
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 _WS = " \t\n\r\x0b\x0c"
 _STRING_EXTENSIONS = ("correlation_id", "sharding_key")
@@ -52,7 +53,11 @@ def _static_string(path: str, value: str) -> str:
     return quote_key(value)
 
 
-def _string_token(path: str, value: str | Column, *, strip: bool = False) -> Column:
+#: a string column -> its JSON string token (null stays null)
+Quote = Callable[["Column"], "Column"]
+
+
+def _string_token(path: str, value: str | Column, quote: Quote, *, strip: bool = False) -> Column:
     """The JSON token of a required string field; a blank value fails the job."""
     if isinstance(value, str):
         if strip and not value.strip(_WS):
@@ -62,7 +67,18 @@ def _string_token(path: str, value: str | Column, *, strip: bool = False) -> Col
 
     text = value.cast("string")
     bad = _blank(text) if strip else (text.isNull() | (sf.length(text) == 0))
-    return _fail_when(bad, f"{path}: must be a non-empty string", json_string(text))
+    return _fail_when(bad, f"{path}: must be a non-empty string", quote(text))
+
+
+def _uuid_token(col: Column) -> Column:
+    """The JSON token of a column encode filled with ``uuid()`` itself.
+
+    Such a value is never null or empty and holds only hex digits and dashes, so the checks and
+    the escaping a given column needs (a regex test and two replaces per row) are left out.
+    """
+    from pyspark.sql import functions as sf
+
+    return sf.concat(_lit('"'), col, _lit('"'))
 
 
 def _ms(col: Column, data_type: DataType) -> Column:
@@ -106,9 +122,10 @@ def encode(
     columns are replaced. Top-level ``data`` fields named in ``omit_null`` are left out of the
     data object when they are null (as ``make`` gets no such key), instead of written as ``null``.
 
-    Doubles are written by babelq's JVM helper (:mod:`babelq.spark.jvm`) when the session has
-    it (``jvm=None``; ``True`` requires it), else by Spark SQL string functions (``jvm=False``
-    forces those): the same bytes either way.
+    The data object is written by babelq's JVM JSON writer (:func:`babelq.spark.jvm.data_json`,
+    one pass over Spark's internal row) when the session has the jar (``jvm=None``; ``True``
+    requires it), else by Spark SQL string functions (``jvm=False`` forces those; with the jar's
+    float repr for doubles if only that loads): the same bytes and errors either way.
     """
     from pyspark.sql import functions as sf
     from pyspark.sql import types as stypes
@@ -132,19 +149,8 @@ def encode(
         raise EnvelopeError(
             "data", f"must be a struct column (a JSON object), got {data_type.simpleString()}"
         )
-    float_function = None
-    if jvm is not False:
-        from babelq.spark.jvm import float_repr, jar_path
-
-        float_function = float_repr(df.sparkSession)
-        if float_function is None and jvm:
-            raise ConfigurationError(
-                "encode(jvm=True): babelq's JVM helpers are not on this session's classpath; "
-                f"add {jar_path()} to spark.jars (babelq.spark.session.get_session does)"
-            )
-    data_json = sf.when(data_col.isNull(), _lit("{}")).otherwise(
-        json_object(data_col, data_type, "data", omit_null=frozenset(omit_null), jvm=float_function)
-    )
+    data_json = _data_json(df, data_col, data_type, frozenset(omit_null), jvm)
+    quote = _quote(df, jvm)
 
     out = df.withColumn("id", sf.expr("uuid()") if id is None else id.cast("string"))
     out = out.withColumn("trace_id", sf.expr("uuid()") if trace_id is None else trace_id.cast("string"))
@@ -160,15 +166,19 @@ def encode(
 
     parts: list[Column] = [
         _lit('{"job":'),
-        _string_token("job", urn, strip=True),
+        _string_token("job", urn, quote, strip=True),
         _lit(',"trace_id":'),
-        _string_token("trace_id", sf.col("trace_id")),
+        (
+            _uuid_token(sf.col("trace_id"))
+            if trace_id is None
+            else _string_token("trace_id", sf.col("trace_id"), quote)
+        ),
         _lit(',"data":'),
         data_json,
         _lit(',"meta":{"id":'),
-        _string_token("meta.id", sf.col("id")),
+        _uuid_token(sf.col("id")) if id is None else _string_token("meta.id", sf.col("id"), quote),
         _lit(',"queue":'),
-        _string_token("meta.queue", queue),
+        _string_token("meta.queue", queue, quote),
         _lit(f',"lang":"{LANG}","schema_version":{SCHEMA_VERSION},"created_at":'),
         created,
     ]
@@ -181,10 +191,62 @@ def encode(
             priority=priority,
             transaction_id=transaction_id,
             types=types,
+            quote=quote,
         )
     )
     parts.append(_lit('},"attempts":0}'))
     return out.withColumn(body_column, sf.concat(*parts).cast("binary"))
+
+
+def _quote(df: DataFrame, jvm: bool | None) -> Quote:
+    """How string columns become JSON string tokens: babelq's JVM writer where it loads, else SQL."""
+    from pyspark.sql import functions as sf
+
+    if jvm is not False:
+        from babelq.spark.jvm import json_string as jvm_json_string
+
+        name = jvm_json_string(df.sparkSession)
+        if name is not None:
+            return lambda col: sf.call_function(name, col)
+    return json_string
+
+
+def _data_json(
+    df: DataFrame, data_col: Column, data_type: StructType, omit_null: frozenset[str], jvm: bool | None
+) -> Column:
+    """The canonical JSON text of ``data`` (``{}`` when the struct is null).
+
+    With babelq's jar loaded, one call of its JSON writer (:func:`babelq.spark.jvm.data_json`),
+    which walks Spark's internal row once; else Spark SQL string functions
+    (:func:`~babelq.spark.json_expr.json_object`), with the jar's float repr for doubles when
+    only that loads. Same bytes and same errors either way.
+    """
+    from pyspark.sql import functions as sf
+
+    if jvm is False:
+        return sf.when(data_col.isNull(), _lit("{}")).otherwise(
+            json_object(data_col, data_type, "data", omit_null=omit_null)
+        )
+    from babelq.spark.jvm import data_json, float_repr, jar_path
+
+    spark = df.sparkSession
+    unknown = sorted(omit_null - set(data_type.fieldNames()))
+    if unknown:
+        raise EnvelopeError("data", f"omit_null names fields the struct does not have: {unknown}")
+    check_json_type(data_type, "data")
+    omit = frozenset(i for i, name in enumerate(data_type.fieldNames()) if name in omit_null)
+    writer = data_json(spark, omit)
+    if writer is not None:
+        return sf.call_function(writer, data_col)
+    float_function = float_repr(spark)
+    if float_function is None and jvm:
+        raise ConfigurationError(
+            "encode(jvm=True): babelq's JVM helpers are not on this session's classpath; "
+            f"add {jar_path()} to spark.jars (babelq.spark.session.get_session does)"
+        )
+    return sf.when(data_col.isNull(), _lit("{}")).otherwise(
+        json_object(data_col, data_type, "data", omit_null=omit_null, jvm=float_function)
+    )
 
 
 def _optional_member(key: str, token: Column) -> Column:
@@ -203,6 +265,7 @@ def _extensions(
     priority: Column | None,
     transaction_id: Column | None,
     types: dict[str, DataType],
+    quote: Quote,
 ) -> list[Column]:
     """The docs/standard.md §6 meta members, in the order ``make`` writes them."""
     from pyspark.sql import functions as sf
@@ -214,7 +277,7 @@ def _extensions(
         if col is not None:
             text = col.cast("string")
             token = _fail_when(
-                sf.length(text) == 0, f"meta.{key}: must be a non-empty string", json_string(text)
+                sf.length(text) == 0, f"meta.{key}: must be a non-empty string", quote(text)
             )
             members.append(_optional_member(key, token))
     times = {"deliver_at": deliver_at, "expire_at": expire_at}
@@ -241,7 +304,7 @@ def _extensions(
     if transaction_id is not None:
         text = transaction_id.cast("string")
         token = _fail_when(
-            sf.length(text) == 0, "meta.transaction_id: must be a non-empty string", json_string(text)
+            sf.length(text) == 0, "meta.transaction_id: must be a non-empty string", quote(text)
         )
         members.append(_optional_member("transaction_id", token))
     return members

@@ -260,6 +260,29 @@ def json_value(col: Column, data_type: DataType, path: str = "data", *, jvm: str
     raise EnvelopeError(path, _refusal(data_type.typeName()))
 
 
+def check_json_type(data_type: DataType, path: str = "data") -> None:
+    """Raise what :func:`json_value` raises for ``data_type``, without building an expression.
+
+    For callers that write the JSON another way (babelq's JVM writer) but must refuse the same
+    types with the same messages when the expression is built.
+    """
+    from pyspark.sql import types as stypes
+
+    if isinstance(data_type, stypes.StructType):
+        for field in data_type.fields:
+            check_json_type(field.dataType, format_path(path, [field.name]))
+    elif isinstance(data_type, stypes.ArrayType):
+        check_json_type(data_type.elementType, f"{path}[]")
+    elif isinstance(data_type, stypes.MapType):
+        if not isinstance(data_type.keyType, stypes.StringType):
+            raise EnvelopeError(path, f"map keys must be strings, got {data_type.keyType.simpleString()}")
+        check_json_type(data_type.valueType, f"{path}{{}}")
+    elif not isinstance(
+        data_type, (stypes.StringType, stypes.DoubleType, stypes.FloatType, stypes.NullType, *_whole_types())
+    ):
+        raise EnvelopeError(path, _refusal(data_type.typeName()))
+
+
 def _whole_types() -> tuple[type, ...]:
     from pyspark.sql import types as stypes
 

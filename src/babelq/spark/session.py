@@ -261,7 +261,7 @@ def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, 
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
     if chosen:
         settings["spark.master"] = chosen
-    # babelq's JVM helpers (babelq.spark.jvm): the envelope scanner and Python's float repr
+    # babelq's JVM helpers (babelq.spark.jvm): the envelope scanner, Python's float repr, the JSON writers
     from babelq.spark.jvm import jar_path
 
     jars = [j for j in settings.get("spark.jars", "").split(",") if j]

@@ -1,4 +1,4 @@
-"""babelq's own JVM helpers for Spark: a fast envelope scanner and Python's float repr.
+"""babelq's own JVM helpers for Spark: a fast envelope scanner, Python's float repr, a JSON writer.
 
 Two hot spots cost far more as Spark SQL expressions than as a few lines of Java: checking
 that a body is one strict JSON object the consumer rules accept (Spark's JSON reader loses the
@@ -10,16 +10,22 @@ from ``jvm/src`` by ``jvm/build.py`` and shipped inside the package, holds both:
   and for any other JSON object body only its verdict and the text of ``data``; it returns
   null for every body it does not vouch for as JSON (:mod:`babelq.spark.decode` takes the
   reason and fields of everything but accepted rows from its exact SQL path, so this is safe);
-* ``babelq.spark.PythonFloat``, a Java UDF giving Python's ``repr`` of a double.
+* ``babelq.spark.PythonFloat``, a Java UDF giving Python's ``repr`` of a double;
+* ``babelq.spark.DataJson``, the canonical JSON text of encode's ``data`` struct in one pass,
+  and ``babelq.spark.JsonString``, one string's JSON token, both served by the function catalog
+  ``babelq.spark.Functions`` (:func:`data_json`, :func:`json_string`).
 
-Both are registered as Java UDFs rather than called through Spark's ``reflect``: ``reflect``
-has no generated code, and a single such expression takes the whole projection around it out
-of whole-stage code generation (measured: decode ran at half speed because of one).
+The first two are registered as Java UDFs rather than called through Spark's ``reflect``:
+``reflect`` has no generated code, and a single such expression takes the whole projection
+around it out of whole-stage code generation (measured: decode ran at half speed because of
+one). The JSON writers are catalog functions instead of Java UDFs because a UDF receives its
+struct argument converted to a ``Row``, which for a nested payload costs about as much as the
+writing; a catalog function's ``invoke`` gets Spark's internal row from generated code.
 
 :func:`babelq.spark.session.get_session` puts the jar on the classpath (``spark.jars``). On a
 session built elsewhere, add it yourself (``--jars``, ``spark.jars`` = :func:`jar_path`), or
 babelq tries ``ADD JAR`` the first time it needs it; where neither works (Spark Connect, a
-cluster without the jar), :func:`scanner` and :func:`float_repr` say so and the callers
+cluster without the jar), :func:`scanner`, :func:`float_repr` and :func:`data_json` say so and the callers
 use their pure Spark SQL paths instead: same results, slower.
 """
 
@@ -44,6 +50,11 @@ FLOAT_CLASS = "babelq.spark.PythonFloat"
 #: the SQL names the UDFs are registered under (versioned with their output types)
 SCAN_FUNCTION = "babelq_envelope_scan_v1"
 FLOAT_FUNCTION = "babelq_python_float_repr_v1"
+FUNCTIONS_CLASS = "babelq.spark.Functions"
+#: the catalog name babelq's function catalog is registered under (``spark.sql.catalog.<name>``)
+FUNCTIONS_CATALOG = "babelq_functions"
+DATA_JSON_FUNCTION = f"{FUNCTIONS_CATALOG}.data_json_v1"
+JSON_STRING_FUNCTION = f"{FUNCTIONS_CATALOG}.json_string_v1"
 
 #: what EnvelopeScan returns (the Java class builds its rows in this order); ``data`` is the
 #: body's text of the data object as UTF-8 bytes (cast it to string: Spark does that for free)
@@ -64,6 +75,8 @@ _typed: dict[tuple[int, str], str] = {}
 #: id(session) -> (session, scanner registered?, PythonFloat loadable?); the session is kept so
 #: its id is not reused while the entry lives
 _state: dict[int, tuple[Any, bool | None, bool | None]] = {}
+#: id(session) -> (session, function catalog loadable?)
+_catalog: dict[int, tuple[Any, bool]] = {}
 
 
 def jar_path() -> str:
@@ -181,3 +194,54 @@ def typed_scanner(spark: Any, data_schema: StructType) -> str | None:
             return None
         _typed[key] = name
         return name
+
+
+def _catalog_loads(spark: Any) -> bool:
+    """Register babelq's function catalog in ``spark`` and resolve its function once (no job runs)."""
+    key = f"spark.sql.catalog.{FUNCTIONS_CATALOG}"
+    probe = f"SELECT {DATA_JSON_FUNCTION}(named_struct('a', 1L))"
+    for attempt in range(2):
+        try:
+            if spark.conf.get(key, None) != FUNCTIONS_CLASS:
+                spark.conf.set(key, FUNCTIONS_CLASS)
+            _ = spark.sql(probe).schema  # analysis loads the catalog class and binds the function
+            return True
+        except Exception as exc:
+            log.debug("babelq: loading the function catalog %s failed: %s", FUNCTIONS_CLASS, exc)
+            if attempt or not _add_jar(spark):
+                return False
+    return False
+
+
+def function_catalog(spark: Any) -> bool:
+    """Whether babelq's function catalog (:func:`data_json`, :func:`json_string`) loads in ``spark``."""
+    with _lock:
+        known = _catalog.get(id(spark))
+        if known is not None:
+            return bool(known[1])
+        ok = _catalog_loads(spark)
+        _catalog[id(spark)] = (spark, ok)
+        return ok
+
+
+def json_string(spark: Any) -> str | None:
+    """The SQL name of babelq's JSON string token writer (quoted, escaped; null stays null), or None.
+
+    One pass over the bytes where the Spark SQL spelling (:func:`babelq.spark.json_expr.json_string`)
+    runs a regex test and a chain of ``replace`` calls.
+    """
+    return JSON_STRING_FUNCTION if function_catalog(spark) else None
+
+
+def data_json(spark: Any, omit: frozenset[int] = frozenset()) -> str | None:
+    """The SQL name of babelq's JSON writer for encode's ``data`` struct, or None where it cannot load.
+
+    Call it as ``name(struct)``: it gives the struct's canonical JSON text (``{}`` for a null
+    struct), failing the task like ``raise_error`` on NaN/Infinity. ``omit`` holds the indexes of
+    top-level fields to leave out when null; they are part of the function's name, the only
+    thing of a call besides its argument types that reaches a catalog function.
+    """
+    if not function_catalog(spark):
+        return None
+    suffix = "".join(f"_{index}" for index in sorted(omit))
+    return f"{DATA_JSON_FUNCTION}_omit{suffix}" if omit else DATA_JSON_FUNCTION
