@@ -55,7 +55,9 @@ from cluster import event_log_conf, free_port, make_bare_python, read_event_log,
 from conftest import ROOT, require_service
 
 # a standalone cluster, ingest and a killed settle: about 100 s alone
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live, pytest.mark.timeout(900),
+]
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 REDIS = "redis://127.0.0.1:6379/0"
