@@ -375,20 +375,31 @@ def decode(
 
         float_function = float_repr(df.sparkSession)
 
-    # with a data type the scanner reads, it also types data in the same pass (no from_json)
+    # with a data type the scanner reads, it also types data in the same pass (no from_json).
+    # The catalog function's scan comes first: Spark takes its rows as they are, where the Java
+    # UDFs' rows are converted value by value (for typed data as costly as the scan itself).
     typed_scan = None
-    if scan_function is not None and typed_data and data_schema is not None:
-        from babelq.spark.jvm import typed_scanner
+    catalog_scan = None
+    if scan_function is not None:
+        from babelq.spark.jvm import catalog_scanner, reads_data_type, typed_scanner
 
-        typed_scan = typed_scanner(df.sparkSession, data_schema)
+        catalog_scan = catalog_scanner(df.sparkSession)
+        if typed_data and data_schema is not None:
+            if catalog_scan is not None and reads_data_type(data_schema):
+                typed_scan = catalog_scan
+            elif catalog_scan is None:
+                typed_scan = typed_scanner(df.sparkSession, data_schema)
 
     # 1. The fast path: the JVM scanner, or one from_json; a row is taken when vouched for AND accepted.
     if scan_function is not None:
         body_bytes = sf.col(column) if isinstance(body_type, stypes.BinaryType) else _h("s").cast("binary")
-        if typed_scan is not None and data_schema is not None:
+        if typed_scan is not None and typed_scan == catalog_scan and data_schema is not None:
+            # the second argument carries only the data type (to the function's bind)
+            call = sf.call_function(catalog_scan, body_bytes, _lit(None).cast(data_schema))
+        elif typed_scan is not None and data_schema is not None:
             call = sf.call_function(typed_scan, body_bytes, _lit(data_schema.json()))
         else:
-            call = sf.call_function(scan_function, body_bytes)
+            call = sf.call_function(catalog_scan or scan_function, body_bytes)
         out = out.withColumn(_P + "scan", call)
         scan = _h("scan")
         scan_data = scan["data"] if typed_scan is not None else scan["data"].cast("string")

@@ -2,11 +2,15 @@ package babelq.spark;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
@@ -20,6 +24,7 @@ import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Reads a scanned JSON value into the Java value Spark expects for a data type, so a decoded
@@ -36,12 +41,29 @@ import org.apache.spark.sql.types.StructType;
  * <p>The type is compiled once into a tree of readers; a struct reader matches member names
  * against its fields' UTF-8 bytes, trying the field after the last one matched first (members
  * usually come in schema order), so a member costs no allocation.
+ *
+ * <p>Two output forms: external ({@code Row}, {@code String}, {@code List}, {@code Map}) for the
+ * Java UDF, which Spark then converts value by value, and internal ({@code GenericInternalRow},
+ * {@code UTF8String}, {@code GenericArrayData}, {@code ArrayBasedMapData}) for the catalog
+ * function {@link EnvelopeScanFunction}, which Spark takes as it is. Only the containers and
+ * strings differ; an unescaped string is copied as UTF-8 bytes, never decoded.
  */
 final class DataReader {
   private final Reader root;
+  private final boolean internal;
 
   DataReader(StructType schema) {
-    this.root = compile(schema);
+    this(schema, false);
+  }
+
+  DataReader(StructType schema, boolean internal) {
+    this.internal = internal;
+    this.root = compile(schema, internal);
+  }
+
+  /** Whether this reader builds Spark's internal values (else Java UDF values). */
+  boolean internal() {
+    return internal;
   }
 
   /** The struct row of the JSON object {@code v} (already validated by the scanner). */
@@ -53,12 +75,12 @@ final class DataReader {
     Object read(byte[] b, JsonScanner.Value v);
   }
 
-  private static Reader compile(DataType type) {
+  private static Reader compile(DataType type, boolean internal) {
     if (type instanceof StructType) {
-      return new StructReader((StructType) type);
+      return new StructReader((StructType) type, internal);
     }
     if (type instanceof ArrayType) {
-      Reader element = compile(((ArrayType) type).elementType());
+      Reader element = compile(((ArrayType) type).elementType(), internal);
       return (b, v) -> {
         if (v.kind != JsonScanner.ARRAY) {
           return null;
@@ -66,12 +88,17 @@ final class DataReader {
         List<Object> out = new ArrayList<>();
         new JsonScanner(b, v.start, v.end).array(1, item -> out.add(item.kind == JsonScanner.NULL
             ? null : element.read(b, item)));
-        return out;
+        return internal ? new GenericArrayData(out.toArray()) : out;
       };
     }
     if (type instanceof MapType && ((MapType) type).keyType() instanceof StringType) {
-      Reader value = compile(((MapType) type).valueType());
-      return (b, v) -> v.kind == JsonScanner.OBJECT ? map(b, v, value) : null;
+      Reader value = compile(((MapType) type).valueType(), internal);
+      return (b, v) -> v.kind == JsonScanner.OBJECT ? map(b, v, value, internal) : null;
+    }
+    if (type instanceof StringType && internal) {
+      return (b, v) -> v.kind == JsonScanner.STRING
+          ? utf8(b, v)
+          : UTF8String.fromBytes(Arrays.copyOfRange(b, v.start, v.end));
     }
     if (type instanceof StringType) {
       return (b, v) -> v.kind == JsonScanner.STRING
@@ -111,6 +138,16 @@ final class DataReader {
     throw new IllegalArgumentException("babelq DataReader: unsupported type " + type.simpleString());
   }
 
+  /**
+   * A scanned string value as Spark's internal string: the scanner validated the UTF-8, so an
+   * unescaped string's bytes are the string (no decode and encode through a Java String).
+   */
+  static UTF8String utf8(byte[] b, JsonScanner.Value v) {
+    return v.escaped
+        ? UTF8String.fromString(JsonScanner.unescape(b, v.start + 1, v.end - 1))
+        : UTF8String.fromBytes(Arrays.copyOfRange(b, v.start + 1, v.end - 1));
+  }
+
   private static boolean number(byte[] b, JsonScanner.Value v) {
     return v.kind == JsonScanner.INTEGER || v.kind == JsonScanner.FLOAT;
   }
@@ -119,7 +156,7 @@ final class DataReader {
     return Double.parseDouble(new String(b, v.start, v.end - v.start, StandardCharsets.ISO_8859_1));
   }
 
-  private static Object map(byte[] b, JsonScanner.Value v, Reader value) {
+  private static Object map(byte[] b, JsonScanner.Value v, Reader value, boolean internal) {
     Map<String, Object> out = new LinkedHashMap<>();
     new JsonScanner(b, v.start, v.end).object(1, new JsonScanner.Members() {
       @Override
@@ -136,7 +173,17 @@ final class DataReader {
         out.put(key, item.kind == JsonScanner.NULL ? null : value.read(b, item));
       }
     });
-    return out;
+    if (!internal) {
+      return out;
+    }
+    Object[] keys = new Object[out.size()];
+    Object[] values = new Object[out.size()];
+    int i = 0;
+    for (Map.Entry<String, Object> entry : out.entrySet()) {
+      keys[i] = UTF8String.fromString(entry.getKey());
+      values[i++] = entry.getValue();
+    }
+    return new ArrayBasedMapData(new GenericArrayData(keys), new GenericArrayData(values));
   }
 
   /** A struct type compiled: field names as UTF-8 bytes, one reader per field. */
@@ -144,15 +191,17 @@ final class DataReader {
     private final byte[][] names;
     private final Map<String, Integer> index = new HashMap<>();
     private final Reader[] readers;
+    private final boolean internal;
 
-    StructReader(StructType type) {
+    StructReader(StructType type, boolean internal) {
+      this.internal = internal;
       StructField[] fields = type.fields();
       names = new byte[fields.length][];
       readers = new Reader[fields.length];
       for (int i = 0; i < fields.length; i++) {
         names[i] = fields[i].name().getBytes(StandardCharsets.UTF_8);
         index.put(fields[i].name(), Integer.valueOf(i));
-        readers[i] = compile(fields[i].dataType());
+        readers[i] = compile(fields[i].dataType(), internal);
       }
     }
 
@@ -189,7 +238,7 @@ final class DataReader {
           values[found] = item.kind == JsonScanner.NULL ? null : readers[found].read(b, item);
         }
       });
-      return RowFactory.create(values);
+      return internal ? new GenericInternalRow(values) : RowFactory.create(values);
     }
 
     private int slowFind(byte[] b, int start, int end) {
@@ -213,7 +262,7 @@ final class DataReader {
   /** Compile-time check used by tests and callers: the reader accepts this type. */
   static boolean supports(DataType type) {
     try {
-      compile(type);
+      compile(type, false);
       return true;
     } catch (IllegalArgumentException unsupported) {
       return false;

@@ -4,6 +4,9 @@ import java.util.Arrays;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The fast path of {@code babelq.spark.decode}: one pass over an envelope body.
@@ -114,6 +117,22 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
 
   /** The scan of {@code b}; {@code typed} reads data into a struct, null keeps data as text. */
   static Row scan(byte[] b, DataReader typed) {
+    Object[] row = fields(b, typed);
+    return row == null ? null : external(row);
+  }
+
+  /**
+   * The same scan as Spark's internal row ({@code UTF8String}, {@code GenericInternalRow}), for
+   * the catalog function {@link EnvelopeScanFunction}: Spark uses it without converting it.
+   * {@code typed}, when given, must build internal values too.
+   */
+  static InternalRow scanInternal(byte[] b, DataReader typed) {
+    Object[] row = fields(b, typed);
+    return row == null ? null : internal(row);
+  }
+
+  /** The row's fields (a nested struct as Object[], strings as String), or null when unsure. */
+  private static Object[] fields(byte[] b, DataReader typed) {
     JsonScanner s = new JsonScanner(b, 0, b.length);
     try {
       return scan(b, s, typed);
@@ -122,22 +141,45 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     }
   }
 
+  /** The Java UDF's row: nested Object[] (the dead-letter block) become Rows. */
+  private static Row external(Object[] row) {
+    for (int i = 0; i < row.length; i++) {
+      if (row[i] instanceof Object[]) {
+        row[i] = external((Object[]) row[i]);
+      }
+    }
+    return RowFactory.create(row);
+  }
+
+  /** Spark's internal row: Strings become UTF8String, nested Object[] internal rows. */
+  private static InternalRow internal(Object[] row) {
+    for (int i = 0; i < row.length; i++) {
+      Object v = row[i];
+      if (v instanceof String) {
+        row[i] = UTF8String.fromString((String) v);
+      } else if (v instanceof Object[]) {
+        row[i] = internal((Object[]) v);
+      }
+    }
+    return new GenericInternalRow(row);
+  }
+
   /**
    * The poison row for {@code b}: the core checks the nesting depth before anything the parser
    * finds, so a body nested too deeply gets that reason whatever else is wrong with it.
    */
-  private static Row poison(byte[] b, String reason) {
+  private static Object[] poison(byte[] b, String reason) {
     return poison(JsonScanner.tooDeep(b) ? JsonScanner.TOO_DEEP_REASON : reason);
   }
 
-  private static Row poison(String reason) {
+  private static Object[] poison(String reason) {
     Object[] row = new Object[FIELDS];
     row[0] = Boolean.FALSE;
     row[17] = reason;
-    return RowFactory.create(row);
+    return row;
   }
 
-  private static Row scan(byte[] b, JsonScanner s, DataReader typed) {
+  private static Object[] scan(byte[] b, JsonScanner s, DataReader typed) {
     s.skipWhitespace();
     if (s.peek() != '{') { // not an object: the exact path says what it is, unless it is poison
       s.value(0);
@@ -167,7 +209,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
       row[0] = Boolean.FALSE;
     }
     row[15] = dataValue;
-    return RowFactory.create(row);
+    return row;
   }
 
   /** The fields of an accepted envelope (data left for the caller), or null when not accepted. */
@@ -212,7 +254,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     if (block != null && block.kind != JsonScanner.OBJECT && block.kind != JsonScanner.NULL) {
       return null;
     }
-    Row deadLetter;
+    Object[] deadLetter;
     try {
       deadLetter = deadLetter(b, block);
     } catch (JsonScanner.Unsure oddBlock) { // a field of another type: the exact path decides
@@ -243,7 +285,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
   }
 
   /** The dead-letter struct, null when absent or not an object; unsure when a field has an odd type. */
-  private static Row deadLetter(byte[] b, JsonScanner.Value block) {
+  private static Object[] deadLetter(byte[] b, JsonScanner.Value block) {
     if (block == null || block.kind != JsonScanner.OBJECT) {
       return null;
     }
@@ -267,7 +309,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
         out[i] = JsonScanner.text(b, f);
       }
     }
-    return RowFactory.create(out);
+    return out;
   }
 
   private static String string(byte[] b, JsonScanner.Value v) {

@@ -9,7 +9,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * A function-only DataSource V2 catalog serving babelq's JSON writers for encode: {@link DataJson}
- * (the data object) and {@link JsonString} (one string token).
+ * (the data object) and {@link JsonString} (one string token), and decode's envelope scan
+ * returning Spark's internal row ({@link EnvelopeScanFunction}).
  *
  * <p>Java UDFs receive {@code Row} objects converted from Spark's internal rows, which for a
  * nested payload costs about as much as writing its JSON; catalog functions with a magic
@@ -35,7 +36,9 @@ public final class Functions implements FunctionCatalog {
   @Override
   public Identifier[] listFunctions(String[] namespace) {
     return new Identifier[] {
-      Identifier.of(new String[0], DataJson.NAME), Identifier.of(new String[0], JsonString.NAME)
+      Identifier.of(new String[0], DataJson.NAME),
+      Identifier.of(new String[0], JsonString.NAME),
+      Identifier.of(new String[0], EnvelopeScanFunction.NAME)
     };
   }
 
@@ -43,6 +46,9 @@ public final class Functions implements FunctionCatalog {
   public UnboundFunction loadFunction(Identifier ident) throws NoSuchFunctionException {
     if (ident.namespace().length == 0 && ident.name().equals(JsonString.NAME)) {
       return new JsonString();
+    }
+    if (ident.namespace().length == 0 && ident.name().equals(EnvelopeScanFunction.NAME)) {
+      return new EnvelopeScanFunction();
     }
     BitSet omit = ident.namespace().length == 0 ? omitted(ident.name()) : null;
     if (omit == null) {

@@ -13,7 +13,10 @@ from ``jvm/src`` by ``jvm/build.py`` and shipped inside the package, holds both:
 * ``babelq.spark.PythonFloat``, a Java UDF giving Python's ``repr`` of a double;
 * ``babelq.spark.DataJson``, the canonical JSON text of encode's ``data`` struct in one pass,
   and ``babelq.spark.JsonString``, one string's JSON token, both served by the function catalog
-  ``babelq.spark.Functions`` (:func:`data_json`, :func:`json_string`).
+  ``babelq.spark.Functions`` (:func:`data_json`, :func:`json_string`);
+* ``babelq.spark.EnvelopeScanFunction``, the envelope scan again, served by the same catalog
+  (:func:`catalog_scanner`): decode prefers it to the Java UDFs because Spark takes its rows in
+  its internal form instead of converting a ``Row`` value by value.
 
 The first two are registered as Java UDFs rather than called through Spark's ``reflect``:
 ``reflect`` has no generated code, and a single such expression takes the whole projection
@@ -55,6 +58,7 @@ FUNCTIONS_CLASS = "babelq.spark.Functions"
 FUNCTIONS_CATALOG = "babelq_functions"
 DATA_JSON_FUNCTION = f"{FUNCTIONS_CATALOG}.data_json_v1"
 JSON_STRING_FUNCTION = f"{FUNCTIONS_CATALOG}.json_string_v1"
+ENVELOPE_SCAN_FUNCTION = f"{FUNCTIONS_CATALOG}.envelope_scan_v1"
 
 #: what EnvelopeScan returns (the Java class builds its rows in this order); ``data`` is the
 #: body's text of the data object as UTF-8 bytes (cast it to string: Spark does that for free)
@@ -77,6 +81,8 @@ _typed: dict[tuple[int, str], str] = {}
 _state: dict[int, tuple[Any, bool | None, bool | None]] = {}
 #: id(session) -> (session, function catalog loadable?)
 _catalog: dict[int, tuple[Any, bool]] = {}
+#: id(session) -> (session, the catalog's envelope scan resolves?)
+_catalog_scan: dict[int, tuple[Any, bool]] = {}
 
 
 def jar_path() -> str:
@@ -245,3 +251,29 @@ def data_json(spark: Any, omit: frozenset[int] = frozenset()) -> str | None:
         return None
     suffix = "".join(f"_{index}" for index in sorted(omit))
     return f"{DATA_JSON_FUNCTION}_omit{suffix}" if omit else DATA_JSON_FUNCTION
+
+
+def catalog_scanner(spark: Any) -> str | None:
+    """The SQL name of the envelope scan served by babelq's function catalog, or None.
+
+    The same scan as :func:`scanner` and :func:`typed_scanner`, but Spark gets its rows in its
+    internal form: the Java UDFs return ``Row`` objects that Spark converts value by value, which
+    for a typed ``data`` struct cost about as much as the scan (issue 15). Call it as
+    ``name(body_binary)`` (``data`` as the text's bytes) or ``name(body_binary,
+    lit(None).cast(data_schema))``: only the second argument's type matters, it is how the data
+    type reaches the function. None where the catalog does not load or an older jar lacks it.
+    """
+    if not function_catalog(spark):
+        return None
+    with _lock:
+        known = _catalog_scan.get(id(spark))
+        if known is not None:
+            return ENVELOPE_SCAN_FUNCTION if known[1] else None
+        try:
+            _ = spark.sql(f"SELECT {ENVELOPE_SCAN_FUNCTION}(CAST(NULL AS BINARY))").schema
+            ok = True
+        except Exception as exc:  # a jar from before the function: the Java UDFs do the scan
+            log.debug("babelq: %s does not resolve: %s", ENVELOPE_SCAN_FUNCTION, exc)
+            ok = False
+        _catalog_scan[id(spark)] = (spark, ok)
+        return ENVELOPE_SCAN_FUNCTION if ok else None
