@@ -109,3 +109,26 @@ def test_the_catalog_function_refuses_a_type_it_cannot_read(spark: Any) -> None:
         _ = spark.sql(
             f"SELECT {ENVELOPE_SCAN_FUNCTION}(CAST(NULL AS BINARY), CAST(NULL AS STRUCT<d: DECIMAL(10,2)>))"
         ).schema
+
+
+#: values placed in fields the typed reader converts (it validates them as it reads them)
+READ_VALUES = [
+    b"[" * 300 + b"]" * 300, b"[" * 509 + b"]" * 509, b"[" * 512 + b"NaN" + b"]" * 512, b"[1,NaN]",
+    b'["\\ud83d"]', b"[1e400]", b'{"a":"\\ud83d"}', b'{"a":"x","a":1e400}', b"[1,]", b'{"z":[1 2]}',
+    b'"\xc3"', b"[" + b"1" * 5000 + b"]",
+]  # fmt: skip
+
+
+def test_bad_values_in_read_fields_get_the_core_verdict(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_decode_scanner import _checked
+
+    schema = T._parse_datatype_string(DATA_TYPE)
+    bodies = [_envelope(b'{"arr":' + v + b',"st":' + v + b',"m":' + v + b"}") for v in READ_VALUES]
+    bodies += [_envelope(b'{"s":' + v + b"}") for v in READ_VALUES]
+    typed = _both(spark, bodies, monkeypatch, data_schema=schema)
+    text = _both(spark, bodies, monkeypatch)
+    _checked(text)  # the text path against the core; the typed path must give the same verdicts
+    assert [(r["accepted"], r["reject_reason"]) for r in typed] == [
+        (r["accepted"], r["reject_reason"]) for r in text
+    ]
+    assert not any(r["accepted"] for r in typed[:24] if b"[1,]" in bytes(r["body"]))

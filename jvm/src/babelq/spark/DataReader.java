@@ -38,6 +38,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  * does. Any other value that does not fit its type is null. Types outside these (decimal,
  * dates, binary...) are not handled here: the Python side checks them first.
  *
+ * <p>The reading happens inside the envelope scan itself ({@link #read}): the readers consume
+ * the data object with the scanner's own methods as it validates it, so typed data costs no
+ * second scan (reading a described value again cost a pass per nesting level).
+ *
  * <p>The type is compiled once into a tree of readers; a struct reader matches member names
  * against its fields' UTF-8 bytes, trying the field after the last one matched first (members
  * usually come in schema order), so a member costs no allocation.
@@ -66,13 +70,36 @@ final class DataReader {
     return internal;
   }
 
-  /** The struct row of the JSON object {@code v} (already validated by the scanner). */
-  Object object(byte[] b, JsonScanner.Value v) {
-    return root.read(b, v);
+  /**
+   * Reads the value where {@code s} stands (whitespace allowed) as the struct, consuming it with
+   * the scanner's own methods at {@code depth} (as {@link JsonScanner#value} would): the data
+   * object is validated and converted in one pass, never scanned twice. Not an object: null.
+   */
+  Object read(JsonScanner s, int depth) {
+    return root.read(s, depth);
   }
 
+  /** Converts the value where the scanner stands, consuming it; JSON null gives null. */
   private interface Reader {
+    Object read(JsonScanner s, int depth);
+  }
+
+  /** Converts one already scanned scalar value (never JSON null). */
+  private interface Scalar {
     Object read(byte[] b, JsonScanner.Value v);
+  }
+
+  private static Reader scalar(Scalar convert) {
+    return (s, depth) -> {
+      JsonScanner.Value v = s.describe(depth);
+      return v.kind == JsonScanner.NULL ? null : convert.read(s.b, v);
+    };
+  }
+
+  /** Consumes a value of another kind than the reader wants (validating it): null. */
+  private static Object skip(JsonScanner s, int depth) {
+    s.value(depth);
+    return null;
   }
 
   private static Reader compile(DataType type, boolean internal) {
@@ -81,59 +108,69 @@ final class DataReader {
     }
     if (type instanceof ArrayType) {
       Reader element = compile(((ArrayType) type).elementType(), internal);
-      return (b, v) -> {
-        if (v.kind != JsonScanner.ARRAY) {
-          return null;
+      return (s, depth) -> {
+        s.skipWhitespace();
+        if (s.peek() != '[') {
+          return skip(s, depth);
         }
         List<Object> out = new ArrayList<>();
-        new JsonScanner(b, v.start, v.end).array(1, item -> out.add(item.kind == JsonScanner.NULL
-            ? null : element.read(b, item)));
+        s.array(depth + 1, new JsonScanner.Elements() {
+          @Override
+          public void element(JsonScanner.Value value) {
+            throw new IllegalStateException("elements are read in place");
+          }
+
+          @Override
+          public void read(JsonScanner scanner, int at) {
+            out.add(element.read(scanner, at));
+          }
+        });
         return internal ? new GenericArrayData(out.toArray()) : out;
       };
     }
     if (type instanceof MapType && ((MapType) type).keyType() instanceof StringType) {
       Reader value = compile(((MapType) type).valueType(), internal);
-      return (b, v) -> v.kind == JsonScanner.OBJECT ? map(b, v, value, internal) : null;
+      return (s, depth) -> map(s, depth, value, internal);
     }
     if (type instanceof StringType && internal) {
-      return (b, v) -> v.kind == JsonScanner.STRING
+      return scalar((b, v) -> v.kind == JsonScanner.STRING
           ? utf8(b, v)
-          : UTF8String.fromBytes(Arrays.copyOfRange(b, v.start, v.end));
+          : UTF8String.fromBytes(Arrays.copyOfRange(b, v.start, v.end)));
     }
     if (type instanceof StringType) {
-      return (b, v) -> v.kind == JsonScanner.STRING
+      return scalar((b, v) -> v.kind == JsonScanner.STRING
           ? JsonScanner.text(b, v)
-          : new String(b, v.start, v.end - v.start, StandardCharsets.UTF_8);
+          : new String(b, v.start, v.end - v.start, StandardCharsets.UTF_8));
     }
     if (type instanceof LongType) {
-      return (b, v) -> v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
+      return scalar((b, v) -> v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null);
     }
     if (type instanceof IntegerType) {
-      return (b, v) -> {
+      return scalar((b, v) -> {
         Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
         return n != null && n >= Integer.MIN_VALUE && n <= Integer.MAX_VALUE ? Integer.valueOf(n.intValue()) : null;
-      };
+      });
     }
     if (type instanceof ShortType) {
-      return (b, v) -> {
+      return scalar((b, v) -> {
         Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
         return n != null && n >= Short.MIN_VALUE && n <= Short.MAX_VALUE ? Short.valueOf(n.shortValue()) : null;
-      };
+      });
     }
     if (type instanceof ByteType) {
-      return (b, v) -> {
+      return scalar((b, v) -> {
         Long n = v.kind == JsonScanner.INTEGER ? JsonScanner.longValue(b, v) : null;
         return n != null && n >= Byte.MIN_VALUE && n <= Byte.MAX_VALUE ? Byte.valueOf(n.byteValue()) : null;
-      };
+      });
     }
     if (type instanceof DoubleType) {
-      return (b, v) -> number(b, v) ? Double.valueOf(parse(b, v)) : null;
+      return scalar((b, v) -> number(b, v) ? Double.valueOf(parse(b, v)) : null);
     }
     if (type instanceof FloatType) {
-      return (b, v) -> number(b, v) ? Float.valueOf((float) parse(b, v)) : null;
+      return scalar((b, v) -> number(b, v) ? Float.valueOf((float) parse(b, v)) : null);
     }
     if (type instanceof BooleanType) {
-      return (b, v) -> v.kind == JsonScanner.TRUE ? Boolean.TRUE : v.kind == JsonScanner.FALSE ? Boolean.FALSE : null;
+      return scalar((b, v) -> v.kind == JsonScanner.TRUE ? Boolean.TRUE : v.kind == JsonScanner.FALSE ? Boolean.FALSE : null);
     }
     throw new IllegalArgumentException("babelq DataReader: unsupported type " + type.simpleString());
   }
@@ -156,9 +193,14 @@ final class DataReader {
     return Double.parseDouble(new String(b, v.start, v.end - v.start, StandardCharsets.ISO_8859_1));
   }
 
-  private static Object map(byte[] b, JsonScanner.Value v, Reader value, boolean internal) {
+  private static Object map(JsonScanner s, int depth, Reader value, boolean internal) {
+    s.skipWhitespace();
+    if (s.peek() != '{') {
+      return skip(s, depth);
+    }
+    byte[] b = s.b;
     Map<String, Object> out = new LinkedHashMap<>();
-    new JsonScanner(b, v.start, v.end).object(1, new JsonScanner.Members() {
+    s.object(depth + 1, new JsonScanner.Members() {
       @Override
       public boolean wants(int start, int end, boolean escaped) {
         return true;
@@ -166,11 +208,16 @@ final class DataReader {
 
       @Override
       public void member(int start, int end, boolean escaped, JsonScanner.Value item) {
+        throw new IllegalStateException("members are read in place");
+      }
+
+      @Override
+      public void read(JsonScanner scanner, int at, int start, int end, boolean escaped) {
         String key = escaped
             ? JsonScanner.unescape(b, start, end)
             : new String(b, start, end - start, StandardCharsets.UTF_8);
         // a repeated key: the last value, at the first one's place (as a Python dict keeps it)
-        out.put(key, item.kind == JsonScanner.NULL ? null : value.read(b, item));
+        out.put(key, value.read(scanner, at));
       }
     });
     if (!internal) {
@@ -206,12 +253,14 @@ final class DataReader {
     }
 
     @Override
-    public Object read(byte[] b, JsonScanner.Value v) {
-      if (v.kind != JsonScanner.OBJECT) {
-        return null;
+    public Object read(JsonScanner s, int depth) {
+      s.skipWhitespace();
+      if (s.peek() != '{') {
+        return skip(s, depth);
       }
+      byte[] b = s.b;
       Object[] values = new Object[names.length];
-      new JsonScanner(b, v.start, v.end).object(1, new JsonScanner.Members() {
+      s.object(depth + 1, new JsonScanner.Members() {
         private int next; // the field expected next: members usually come in schema order
         private int found = -1;
 
@@ -235,7 +284,12 @@ final class DataReader {
 
         @Override
         public void member(int start, int end, boolean escaped, JsonScanner.Value item) {
-          values[found] = item.kind == JsonScanner.NULL ? null : readers[found].read(b, item);
+          throw new IllegalStateException("members are read in place");
+        }
+
+        @Override
+        public void read(JsonScanner scanner, int at, int start, int end, boolean escaped) {
+          values[found] = readers[found].read(scanner, at);
         }
       });
       return internal ? new GenericInternalRow(values) : RowFactory.create(values);

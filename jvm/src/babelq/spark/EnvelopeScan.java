@@ -76,7 +76,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
   }
 
   /** Collects the last value of each of a fixed set of keys. */
-  private static final class Keys implements JsonScanner.Members {
+  private static class Keys implements JsonScanner.Members {
     private final byte[] b;
     private final String[] names;
     final JsonScanner.Value[] values;
@@ -104,6 +104,37 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     @Override
     public void member(int start, int end, boolean escaped, JsonScanner.Value value) {
       values[index(start, end, escaped)] = value;
+    }
+  }
+
+  /**
+   * The top-level keys, with an object under {@code data} read into its struct by {@code typed}
+   * as it is scanned (one pass; the last {@code data} key wins, as for the other keys).
+   */
+  private static final class TopKeys extends Keys {
+    private final DataReader typed;
+    Object data;
+
+    TopKeys(byte[] b, DataReader typed) {
+      super(b, TOP);
+      this.typed = typed;
+    }
+
+    @Override
+    public void read(JsonScanner s, int depth, int start, int end, boolean escaped) {
+      if (typed == null || !JsonScanner.keyIs(s.b, start, end, escaped, TOP[DATA])) {
+        super.read(s, depth, start, end, escaped);
+        return;
+      }
+      s.skipWhitespace();
+      int at = s.pos;
+      if (s.peek() == '{') {
+        data = typed.read(s, depth);
+        values[DATA] = new JsonScanner.Value(JsonScanner.OBJECT, at, s.pos, false);
+      } else {
+        data = null;
+        values[DATA] = s.describe(depth);
+      }
     }
   }
 
@@ -186,7 +217,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
       s.skipWhitespace();
       return s.atEnd() && s.loneSurrogate ? poison(b, JsonScanner.NOT_JSON.reason) : null;
     }
-    Keys top = new Keys(b, TOP);
+    TopKeys top = new TopKeys(b, typed);
     s.object(1, top);
     s.skipWhitespace();
     if (!s.atEnd()) {
@@ -201,7 +232,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
     if (data != null && data.kind == JsonScanner.OBJECT) {
       // the text as bytes: Spark keeps strings as UTF-8, so a Java String would be decoded
       // here and encoded again on the way out (the SQL side casts binary to string for free)
-      dataValue = typed != null ? typed.object(b, data) : Arrays.copyOfRange(b, data.start, data.end);
+      dataValue = typed != null ? top.data : Arrays.copyOfRange(b, data.start, data.end);
     }
     Object[] row = accepted(b, v);
     if (row == null) { // one JSON object, not accepted: the exact path gives the reason and fields

@@ -93,11 +93,26 @@ final class JsonScanner {
     boolean wants(int keyStart, int keyEnd, boolean keyEscaped);
 
     void member(int keyStart, int keyEnd, boolean keyEscaped, Value value);
+
+    /**
+     * Takes the wanted member's value, the scanner standing before it (whitespace allowed): by
+     * default it is described and handed to {@link #member}. A reader that converts values as
+     * it scans consumes it here instead, with the scanner's own methods at {@code depth}, so
+     * the value is validated exactly as {@link #value} would and read in the same pass.
+     */
+    default void read(JsonScanner s, int depth, int keyStart, int keyEnd, boolean keyEscaped) {
+      member(keyStart, keyEnd, keyEscaped, s.describe(depth));
+    }
   }
 
   /** Receives the elements of an array scanned by {@link #array(int, Elements)}. */
   interface Elements {
     void element(Value value);
+
+    /** Takes one element where the scanner stands; see {@link Members#read}. */
+    default void read(JsonScanner s, int depth) {
+      element(s.describe(depth));
+    }
   }
 
   final byte[] b;
@@ -207,7 +222,7 @@ final class JsonScanner {
       skipWhitespace();
       expect((byte) ':');
       if (sink != null && sink.wants(keyStart, keyEnd, keyEscaped)) {
-        sink.member(keyStart, keyEnd, keyEscaped, describe(depth));
+        sink.read(this, depth, keyStart, keyEnd, keyEscaped);
       } else {
         value(depth);
       }
@@ -240,7 +255,7 @@ final class JsonScanner {
     }
     while (true) {
       if (sink != null) {
-        sink.element(describe(depth));
+        sink.read(this, depth);
       } else {
         value(depth);
       }
