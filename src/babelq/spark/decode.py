@@ -302,6 +302,33 @@ def _urn(job: Column, alias: Column) -> Column:
     return sf.when(_nonblank(job), job).when(_nonblank(alias), alias).otherwise(_lit(""))
 
 
+def _scan_call(
+    df: DataFrame, scan_function: str, body_bytes: Column, data_schema: StructType | None
+) -> tuple[Column, bool]:
+    """The scanner's call on ``body_bytes`` and whether it also types ``data`` into ``data_schema``
+    (given only when typed data is wanted) in the same pass, so no from_json follows.
+
+    The catalog function's scan comes first: Spark takes its rows as they are, where the Java
+    UDFs' rows are converted value by value (for typed data as costly as the scan itself). Its
+    second argument carries only the data type (to the function's bind). Without the catalog,
+    the typed Java UDF where it reads the type; else the text scan.
+    """
+    from pyspark.sql import functions as sf
+
+    from babelq.spark.jvm import catalog_scanner, reads_data_type, typed_scanner
+
+    catalog_scan = catalog_scanner(df.sparkSession)
+    if data_schema is not None:
+        if catalog_scan is not None:
+            if reads_data_type(data_schema):
+                return sf.call_function(catalog_scan, body_bytes, _lit(None).cast(data_schema)), True
+        else:
+            typed_udf = typed_scanner(df.sparkSession, data_schema)
+            if typed_udf is not None:
+                return sf.call_function(typed_udf, body_bytes, _lit(data_schema.json())), True
+    return sf.call_function(catalog_scan or scan_function, body_bytes), False
+
+
 def _use_scanner(df: DataFrame, wanted: bool | None) -> str | None:
     """The scanner's SQL function name when it is to be used, else None."""
     if wanted is False:
@@ -375,35 +402,15 @@ def decode(
 
         float_function = float_repr(df.sparkSession)
 
-    # with a data type the scanner reads, it also types data in the same pass (no from_json).
-    # The catalog function's scan comes first: Spark takes its rows as they are, where the Java
-    # UDFs' rows are converted value by value (for typed data as costly as the scan itself).
-    typed_scan = None
-    catalog_scan = None
-    if scan_function is not None:
-        from babelq.spark.jvm import catalog_scanner, reads_data_type, typed_scanner
-
-        catalog_scan = catalog_scanner(df.sparkSession)
-        if typed_data and data_schema is not None:
-            if catalog_scan is not None and reads_data_type(data_schema):
-                typed_scan = catalog_scan
-            elif catalog_scan is None:
-                typed_scan = typed_scanner(df.sparkSession, data_schema)
-
     # 1. The fast path: the JVM scanner, or one from_json; a row is taken when vouched for AND accepted.
+    typed_in_scan = False
     if scan_function is not None:
         body_bytes = sf.col(column) if isinstance(body_type, stypes.BinaryType) else _h("s").cast("binary")
-        if typed_scan is not None and typed_scan == catalog_scan and data_schema is not None:
-            # the second argument carries only the data type (to the function's bind)
-            call = sf.call_function(catalog_scan, body_bytes, _lit(None).cast(data_schema))
-        elif typed_scan is not None and data_schema is not None:
-            call = sf.call_function(typed_scan, body_bytes, _lit(data_schema.json()))
-        else:
-            call = sf.call_function(catalog_scan or scan_function, body_bytes)
+        call, typed_in_scan = _scan_call(df, scan_function, body_bytes, data_schema if typed_data else None)
         out = out.withColumn(_P + "scan", call)
         scan = _h("scan")
-        scan_data = scan["data"] if typed_scan is not None else scan["data"].cast("string")
-        if typed_data and data_schema is not None and typed_scan is None:
+        scan_data = scan["data"] if typed_in_scan else scan["data"].cast("string")
+        if typed_data and data_schema is not None and not typed_in_scan:
             scan_data = sf.from_json(scan_data, data_schema)
         # the scanner's row is read directly (no copy into another struct); the scanner checked
         # UTF-8 on the rows it accepts, so only the others are checked again
@@ -497,7 +504,7 @@ def decode(
     # it: the fast path's JSON reader. from_json has no generated code, so with the scanner it
     # is kept out of the projection, which then runs under whole-stage code generation.
     scan_read = _h("scan").isNotNull() if scan_function is not None else _lit(False)
-    if typed_scan is not None and data_schema is not None:
+    if typed_in_scan and data_schema is not None:
         unread = sf.try_variant_get(doc, "$.data", data_schema.simpleString())
         exact_data = sf.when(exact_is_object("$.data"), sf.when(scan_read, scan_data).otherwise(unread))
     else:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,17 +109,22 @@ def _add_jar(spark: Any) -> bool:
     return True
 
 
-def _register(spark: Any, name: str, cls: str, ddl: str | DataType) -> bool:
-    """Register the Java UDF ``cls`` as ``name``, adding the jar once if the class is missing."""
+def _with_jar(spark: Any, step: Callable[[], object], what: str) -> bool:
+    """Run ``step`` (which needs a class of the jar); if it fails, add the jar once and try again."""
     for attempt in range(2):
         try:
-            spark.udf.registerJavaFunction(name, cls, ddl)
+            step()
             return True
         except Exception as exc:
-            log.debug("babelq: registering %s failed: %s", cls, exc)
+            log.debug("babelq: %s failed: %s", what, exc)
             if attempt or not _add_jar(spark):
                 return False
     return False
+
+
+def _register(spark: Any, name: str, cls: str, ddl: str | DataType) -> bool:
+    """Register the Java UDF ``cls`` as ``name``, adding the jar once if the class is missing."""
+    return _with_jar(spark, lambda: spark.udf.registerJavaFunction(name, cls, ddl), f"registering {cls}")
 
 
 def scanner(spark: Any) -> str | None:
@@ -206,17 +212,13 @@ def _catalog_loads(spark: Any) -> bool:
     """Register babelq's function catalog in ``spark`` and resolve its function once (no job runs)."""
     key = f"spark.sql.catalog.{FUNCTIONS_CATALOG}"
     probe = f"SELECT {DATA_JSON_FUNCTION}(named_struct('a', 1L))"
-    for attempt in range(2):
-        try:
-            if spark.conf.get(key, None) != FUNCTIONS_CLASS:
-                spark.conf.set(key, FUNCTIONS_CLASS)
-            _ = spark.sql(probe).schema  # analysis loads the catalog class and binds the function
-            return True
-        except Exception as exc:
-            log.debug("babelq: loading the function catalog %s failed: %s", FUNCTIONS_CLASS, exc)
-            if attempt or not _add_jar(spark):
-                return False
-    return False
+
+    def load() -> None:
+        if spark.conf.get(key, None) != FUNCTIONS_CLASS:
+            spark.conf.set(key, FUNCTIONS_CLASS)
+        _ = spark.sql(probe).schema  # analysis loads the catalog class and binds the function
+
+    return _with_jar(spark, load, f"loading the function catalog {FUNCTIONS_CLASS}")
 
 
 def function_catalog(spark: Any) -> bool:
