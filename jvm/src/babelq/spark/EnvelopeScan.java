@@ -1,6 +1,7 @@
 package babelq.spark;
 
 import java.util.Arrays;
+import java.util.function.Function;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
@@ -63,16 +64,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
 
   @Override
   public Row call(byte[] body) {
-    if (body == null) {
-      return null;
-    }
-    try {
-      return scan(body, null);
-    } catch (JsonScanner.Unsure unsure) {
-      return null;
-    } catch (RuntimeException bug) { // never let one odd body fail the job: the exact path decides
-      return null;
-    }
+    return scan(body, null);
   }
 
   /** Collects the last value of each of a fixed set of keys. */
@@ -148,8 +140,7 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
 
   /** The scan of {@code b}; {@code typed} reads data into a struct, null keeps data as text. */
   static Row scan(byte[] b, DataReader typed) {
-    Object[] row = fields(b, typed);
-    return row == null ? null : external(row);
+    return guarded(b, typed, EnvelopeScan::external);
   }
 
   /**
@@ -158,8 +149,26 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
    * {@code typed}, when given, must build internal values too.
    */
   static InternalRow scanInternal(byte[] b, DataReader typed) {
-    Object[] row = fields(b, typed);
-    return row == null ? null : internal(row);
+    return guarded(b, typed, EnvelopeScan::internal);
+  }
+
+  /**
+   * The scan of {@code b} in the row form {@code form} builds, or null for a null body and
+   * whenever the scan is unsure. Every entry point (the Java UDFs and the catalog function) scans
+   * through here, so one odd body never fails the job: the exact path decides it.
+   */
+  private static <T> T guarded(byte[] b, DataReader typed, Function<Object[], T> form) {
+    if (b == null) {
+      return null;
+    }
+    try {
+      Object[] row = fields(b, typed);
+      return row == null ? null : form.apply(row);
+    } catch (JsonScanner.Unsure unsure) {
+      return null;
+    } catch (RuntimeException bug) {
+      return null;
+    }
   }
 
   /** The row's fields (a nested struct as Object[], strings as String), or null when unsure. */

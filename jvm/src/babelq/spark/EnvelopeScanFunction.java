@@ -119,30 +119,12 @@ public final class EnvelopeScanFunction implements UnboundFunction {
 
     /** Spark's magic method for {@code envelope_scan_v1(body)}. */
     public InternalRow invoke(byte[] body) {
-      if (body == null) {
-        return null;
-      }
-      try {
-        return EnvelopeScan.scanInternal(body, null);
-      } catch (JsonScanner.Unsure unsure) {
-        return null;
-      } catch (RuntimeException bug) { // never let one odd body fail the job: the exact path decides
-        return null;
-      }
+      return EnvelopeScan.scanInternal(body, null);
     }
 
     /** Spark's magic method for {@code envelope_scan_v1(body, typed null)}: the value is ignored. */
     public InternalRow invoke(byte[] body, InternalRow ignored) {
-      if (body == null) {
-        return null;
-      }
-      try {
-        return EnvelopeScan.scanInternal(body, reader());
-      } catch (JsonScanner.Unsure unsure) {
-        return null;
-      } catch (RuntimeException bug) { // never let one odd body fail the job: the exact path decides
-        return null;
-      }
+      return EnvelopeScan.scanInternal(body, reader());
     }
 
     @Override

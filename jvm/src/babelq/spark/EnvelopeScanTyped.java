@@ -18,7 +18,7 @@ public final class EnvelopeScanTyped implements UDF2<byte[], String, Row> {
 
   @Override
   public Row call(byte[] body, String schema) {
-    if (body == null || schema == null) {
+    if (schema == null) {
       return null;
     }
     DataReader typed = reader;
@@ -27,13 +27,7 @@ public final class EnvelopeScanTyped implements UDF2<byte[], String, Row> {
       reader = typed;
       schemaJson = schema;
     }
-    try {
-      return EnvelopeScan.scan(body, typed);
-    } catch (JsonScanner.Unsure unsure) {
-      return null;
-    } catch (RuntimeException bug) { // never let one odd body fail the job: the exact path decides
-      return null;
-    }
+    return EnvelopeScan.scan(body, typed);
   }
 
   /** Whether {@link DataReader} converts every type inside the struct given as Spark's JSON. */
