@@ -90,6 +90,8 @@ def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
 
     assert run.drained
     stats = run.stats
+    # settle acked its last micro-batch itself: it ended without the source's empty flush batch
+    assert stats.last_batch_rows > 0 and stats.last_batch_acked
     assert stats.count("posted") == 41  # 40 good + the transient one after its retry
     assert stats.count("duplicate") == 3  # two redelivered copies + the replayed one
     assert stats.count("retried") == 1 + 2  # transient once, closed twice

@@ -8,7 +8,9 @@ group (driver, JVM, Python workers) and killed with SIGKILL:
 * once right after a micro-batch's ledger commit, before its dead letters and retries are
   published (failpoint ``settle.after_ledger_commit``);
 * once right after the broker accepted those, before the outbox marked them (failpoint
-  ``settle.after_outbox_publish``: the one window where a dead letter can be written twice).
+  ``settle.after_outbox_publish``: the one window where a dead letter can be written twice);
+* once right after the driver acked a settled micro-batch, before Spark wrote it to the commit
+  log (failpoint ``settle.after_batch_ack``: the next run replays a batch whose messages are gone).
 
 Then a last run settles what is left. The demo's own checks decide: every row is rejected,
 posted or dead-lettered, each valid payment is posted once, poison is dead-lettered.
@@ -104,7 +106,7 @@ def _run_to_failpoint(args: list[str], point: str, log: list[str]) -> None:
     time.sleep(VISIBILITY)
 
 
-def test_settle_killed_five_times_still_reconciles(spark: Any, tmp_path: Path, unique_queue: str) -> None:
+def test_settle_killed_six_times_still_reconciles(spark: Any, tmp_path: Path, unique_queue: str) -> None:
     from babelq.envelope import dlq_name
     from babelq.pipelines.demo import DemoResult, _checks
     from babelq.pipelines.dlq import triage
@@ -127,6 +129,7 @@ def test_settle_killed_five_times_still_reconciles(spark: Any, tmp_path: Path, u
     log: list[str] = [f"seed {seed}"]
     for _ in range(3):
         _kill_after_progress(args, ledger_file, rng, log)
+    _run_to_failpoint(args, "settle.after_batch_ack", log)
     _run_to_failpoint(args, "settle.after_ledger_commit", log)
     _run_to_failpoint(args, "settle.after_outbox_publish", log)
     final = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)

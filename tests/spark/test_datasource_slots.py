@@ -185,6 +185,51 @@ def test_idle_flush_and_available_now(url: str, broker: Transport, unique_queue:
         reader.stop()
 
 
+def test_no_flush_batch_when_the_sink_acked_the_batch_or_its_slots_found_nothing(
+    url: str, broker: Transport, unique_queue: str
+) -> None:
+    """A sink that acks a batch's tags itself (settle, once its outcomes are committed) leaves the
+    tags holding nothing: the reader then plans no flush batch, and the source's own commit of that
+    batch later acks nothing more. The same for a batch whose messages another consumer took."""
+    from babelq.spark.datasource.slots import Plan
+
+    reader = _reader(url, unique_queue, maxMessagesPerBatch="4")
+    try:
+        broker.publish_many(unique_queue, [Outgoing(b) for b in _bodies(3)])
+        start = {"batch": 0}
+        end = _next(reader, start)
+        read = [b for p in reader.partitions(start, end) for b in _task(reader, p)]
+        assert sorted(read) == sorted(_bodies(3))
+        plan = Plan.from_offset(end)
+        assert plan is not None
+        assert broker.ack_tagged(unique_queue, plan.tags(unique_queue)) == 3  # the sink's own ack
+        assert _next(reader, end) == end  # idle at once: no flush batch
+        assert broker.size(unique_queue) == 0 and broker.reserved(unique_queue) == 0
+
+        # later traffic: the next batch is planned as usual; committing it acks only its own reads
+        broker.publish_many(unique_queue, [Outgoing(b) for b in _bodies(2, "next")])
+        end2 = _next(reader, end)
+        assert end2["batch"] == 2 and sum(end2["slots"]) == 2
+        assert len([b for p in reader.partitions(end, end2) for b in _task(reader, p)]) == 2
+        reader.commit(end)
+        assert broker.reserved(unique_queue) == 2  # batch 1's commit left batch 2's reads alone
+        flush = _next(reader, end2)  # batch 2 was not acked by a sink: it still needs a flush batch
+        assert flush["batch"] == 3 and flush["slots"] == []
+        reader.commit(end2)
+        assert broker.reserved(unique_queue) == 0 and broker.size(unique_queue) == 0
+
+        # a batch planned while 2 were ready whose slots found nothing (another consumer won)
+        broker.publish_many(unique_queue, [Outgoing(b) for b in _bodies(2, "raced")])
+        end4 = _next(reader, flush)
+        other = broker.reserve(unique_queue, max_messages=10, timeout=1.0)
+        assert len(other) == 2
+        assert [b for p in reader.partitions(flush, end4) for b in _task(reader, p)] == []
+        assert _next(reader, end4) == end4  # nothing held: no flush batch for it
+        broker.ack_many(other)
+    finally:
+        reader.stop()
+
+
 def test_a_replayed_batch_reads_what_the_dead_run_held_and_acks_only_that(
     url: str, broker: Transport, unique_queue: str
 ) -> None:
@@ -284,3 +329,19 @@ def test_a_consumer_never_creates_an_sqlite_queue_database(tmp_path: Path) -> No
     with pytest.raises(ConfigurationError, match="does not create"):
         source.reader(None).partitions()  # type: ignore[arg-type]
     assert not missing.exists()
+
+
+def test_logged_plan_reads_the_end_offset_spark_wrote(tmp_path: Path) -> None:
+    """Settle's own ack finds a batch's tags in Spark's offset log (``offsets/<batchId>``: a version
+    line, the batch's metadata, then the source's end offset); nothing to ack without one."""
+    from babelq.spark.datasource.slots import Plan, logged_plan
+
+    (tmp_path / "offsets").mkdir()
+    metadata = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (tmp_path / "offsets" / "0").write_text(f'v1\n{metadata}\n{{"batch": 1, "run": "r1", "slots": [3, 2]}}\n')
+    (tmp_path / "offsets" / "1").write_text(f'v1\n{metadata}\n{{"batch": 2}}\n')  # a driver-read source
+    assert logged_plan(tmp_path, 0) == Plan(1, "r1", (3, 2))
+    assert logged_plan(f"file://{tmp_path}", 0) == Plan(1, "r1", (3, 2))  # Spark's spelling of a local path
+    assert logged_plan(tmp_path, 1) is None
+    assert logged_plan(tmp_path, 7) is None  # no such batch
+    assert logged_plan(tmp_path / "missing", 0) is None

@@ -17,7 +17,8 @@ SIGKILLs only the process that reaches the point (a Spark task's Python worker, 
 executor dies), and ``$BABELQ_FAILPOINT_ONCE=<path>`` fires a point only in the process that
 creates ``<path>`` first, so the task's retry runs through.
 
-The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish``.
+The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish`` (in the tasks),
+``settle.after_batch_ack`` (in the driver: settle acked a micro-batch, Spark has not committed it).
 """
 
 from __future__ import annotations

@@ -19,10 +19,12 @@ one ``collect`` of the partitions' outcome counts.
 :func:`settle` first opens the ledger (a bad ``--ledger`` fails at once) and publishes the dead
 letters and retries a crashed run committed but never published (the ledger's outbox). It then
 runs the query with a processing-time trigger and stops it once the queue is drained: the last
-finished micro-batch was empty (the source's flush batch, so everything before it is acked),
-nothing is waiting on the queue (delayed retries count as waiting) and nothing is reserved by
-any consumer: a killed run's reservations come back when their leases lapse, and settle waits
-for them (up to ``timeout``) instead of calling a queue with messages in flight drained.
+finished micro-batch is acked (settle acks each batch itself once its outcomes are committed
+and published, :func:`ack_settled`; for a source the driver reads, the batch was the source's
+empty flush batch, whose planning acked everything before it), nothing is waiting on the queue
+(delayed retries count as waiting) and nothing is reserved by any consumer: a killed run's
+reservations come back when their leases lapse, and settle waits for them (up to ``timeout``)
+instead of calling a queue with messages in flight drained.
 Re-running with the same checkpoint continues where the last run stopped.
 """
 
@@ -40,6 +42,7 @@ from typing import Any
 
 from babelq.envelope import now_ms
 from babelq.errors import BabelqError
+from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.settle.classify import Classifier, decoded
 from babelq.pipelines.settle.partition import (
@@ -71,6 +74,9 @@ class SettleStats:
     #: ``executor <host>:<jvm pid>`` for a Spark executor, ``driver …`` for the driver's reader)
     readers: Counter[str] = field(default_factory=Counter)
     last_batch_rows: int = -1
+    #: the last micro-batch's messages were acked by settle itself (:func:`ack_settled`), so no
+    #: flush batch has to run for the source to ack them
+    last_batch_acked: bool = False
     last_batch_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -84,6 +90,7 @@ class SettleStats:
             self.messages += rows
             self.outcomes.update(counts)
             self.last_batch_rows = rows
+            self.last_batch_acked = False
             self.last_batch_at = time.monotonic()
 
     def count(self, outcome: str, cause: str | None = None) -> int:
@@ -139,9 +146,11 @@ def process_batch(
     partitions: int = 2,
     fail_after_batches: int | None = None,
     classifier: Classifier | None = None,
+    checkpoint: str | Path | None = None,
 ) -> None:
     """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks;
-    ``classifier``: the query's, built once)."""
+    ``classifier``: the query's, built once), then ack its messages (:func:`ack_settled`; the
+    query's ``checkpoint`` holds the batch's plan)."""
     started = time.perf_counter()
     phases: dict[str, float] = {}
     readers: dict[str, int] = {}
@@ -161,19 +170,50 @@ def process_batch(
         )
     if fail_after_batches is not None and stats.batches >= fail_after_batches:
         raise InjectedCrashError(f"test hook: stopping the query after {stats.batches} batches")
+    if checkpoint is not None and ack_settled(config, checkpoint, batch_id):
+        with stats.lock:
+            stats.last_batch_acked = True
+
+
+def ack_settled(config: SettleConfig, checkpoint: str | Path, batch_id: int) -> bool:
+    """Ack micro-batch ``batch_id``'s messages now that everything settle did with them is
+    committed (postings, processed ids, outbox) and published, instead of when Spark plans the
+    next batch: the queue is empty as soon as the last batch is settled, with no flush batch to
+    run. Only for a source whose executors read by slots (the plan, in the checkpoint's offset
+    log, names every tag); returns whether it acked. A failure to ack is logged, not raised:
+    the source still acks the batch when Spark commits it (infrastructure is never the
+    messages' fault). Acking twice is harmless: a tag acked once holds nothing."""
+    from babelq.spark.datasource.slots import logged_plan
+
+    plan = logged_plan(checkpoint, batch_id)
+    if plan is None or not plan.shares:
+        return False
+    try:
+        transport = open_transport(config.url)
+        try:
+            acked = transport.ack_tagged(config.queue, plan.tags(config.queue))
+        finally:
+            transport.close()
+    except BabelqError as exc:
+        log.warning("settle batch %d: acking its messages failed (%s); the source acks them when "
+                    "Spark commits the batch", batch_id, redact_text(str(exc)))
+        return False
+    failpoint("settle.after_batch_ack")
+    log.debug("settle batch %d: acked %d messages", batch_id, acked)
+    return True
 
 
 def _source_idle(query: Any, stats: SettleStats) -> bool:
-    """Nothing in flight and nothing unacked: no trigger is running, and either the last
-    micro-batch was empty (the source's flush batch: planning it acked everything before) or
-    no batch ran at all and the last trigger found no data."""
+    """Nothing in flight and nothing unacked: no trigger is running, and the last micro-batch was
+    acked by settle itself or was empty (the source's flush batch: planning it acked everything
+    before), or no batch ran at all and the last trigger found no data."""
     status = query.status
     if status.get("isTriggerActive") or status.get("isDataAvailable"):
         return False
     with stats.lock:
         if stats.batches == 0:
             return bool(status.get("message") == "Waiting for data to arrive")
-        return stats.last_batch_rows == 0
+        return stats.last_batch_acked or stats.last_batch_rows == 0
 
 
 @dataclass(slots=True)
@@ -266,7 +306,7 @@ def settle(
     )
     classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
     handler = partial(process_batch, config=config, stats=stats, partitions=partitions,
-                      fail_after_batches=fail_after_batches, classifier=classifier)
+                      fail_after_batches=fail_after_batches, classifier=classifier, checkpoint=checkpoint)
     started = time.monotonic()
     query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
         stream.writeStream.foreachBatch(handler)

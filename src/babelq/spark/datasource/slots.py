@@ -12,8 +12,10 @@ tasks took for it. A flush batch has no slots.
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -64,6 +66,31 @@ class Plan:
 
     def tags(self, queue: str) -> list[str]:
         return [slot_tag(queue, self.run, self.batch, i) for i in range(len(self.shares))]
+
+
+def logged_plan(checkpoint: str | Path, batch: int) -> Plan | None:
+    """The plan of Spark's micro-batch ``batch`` (its ``batchId``) as the offset log in the local
+    checkpoint directory ``checkpoint`` holds it (``offsets/<batch>``: a version line, the batch's
+    metadata, then the end offset of each source); None when the file cannot be read or holds no
+    plan (a driver-read source, a checkpoint on a remote file system). A sink that settles a
+    batch's messages itself can ack them by the plan's tags without waiting for Spark's next
+    batch to commit the source."""
+    folder = str(checkpoint)
+    if folder.startswith("file:"):  # Spark's own spelling of a local path
+        folder = "/" + folder[len("file:"):].lstrip("/")
+    try:
+        lines = (Path(folder) / "offsets" / str(int(batch))).read_text().splitlines()
+    except (OSError, ValueError):
+        return None
+    for line in lines[2:]:
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            continue
+        plan = Plan.from_offset(offset) if isinstance(offset, dict) else None
+        if plan is not None:  # (its own number counts from 1: Spark's batch 0 ends at offset 1)
+            return plan
+    return None
 
 
 class ReadSlot(InputPartition):

@@ -51,8 +51,11 @@ The life of a batch, either way:
   was ready before the slots read it: that batch is then empty (or smaller).
 - ``commit(end)`` acks every batch up to ``end``. Spark calls it for batch N only while
   planning batch N+1 (after N+1's ``latestOffset``): so when the queue runs dry with a batch
-  still unacked, ``latestOffset`` advances anyway to an empty *flush* batch (it reads nothing)
-  whose planning commits the last real one.
+  whose tags still hold messages, ``latestOffset`` advances anyway to an empty *flush* batch
+  (it reads nothing) whose planning commits the last real one. A sink may ack a batch's tags
+  itself once its effects are durable (settle does, from the plan in the offset log:
+  :func:`~babelq.spark.datasource.slots.logged_plan`); the broker then says the tags hold
+  nothing and no flush batch runs.
 - ``stop()`` releases whatever is still held, so it is redelivered at once to the next run
   (when Spark lets it run: it may end the planner process first). A killed process cannot:
   its leases lapse after ``visibilityTimeout``; a dead AMQP connection's deliveries are
@@ -237,15 +240,31 @@ class SlotStreamReader(_StreamReader):
                     # waiting either: the run still covers what waited when it started
                     self._quota = max(self._quota - want, 0)
                 return plan.offset()
-            if any(o.plan.shares for o in self._open.values()):
-                # an uncommitted batch had slots: a flush batch's planning commits (acks) it. (Its
-                # slots may have found nothing: then the flush batch only costs an empty batch.)
+            unacked = {b: o.plan for b, o in self._open.items() if o.plan.shares}
+        if unacked and self._still_held(unacked):
+            # an uncommitted batch holds messages: a flush batch's planning commits (acks) it
+            with self._state:
                 plan = Plan(following, self._run, ())
                 self._open[following] = _Open(plan)
-                return plan.offset()
+            return plan.offset()
+        with self._state:
             if self._quota is not None:
                 self._quota = 0  # AvailableNow: nothing ready any more, the run is over
         return start
+
+    def _still_held(self, unacked: dict[int, Plan]) -> bool:
+        """Whether the tags of the ``unacked`` batches hold any message (renewing them). Those that
+        hold none are forgotten: their slots found nothing, or the sink acked what they read (settle
+        does, once its ledger commit and outbox are done), so no flush batch is needed for them."""
+        tags = [tag for plan in unacked.values() for tag in plan.tags(self.options.queue)]
+        with self._settling:
+            held = self.transport.renew_tagged(self.options.queue, tags)
+        if held:
+            return True
+        with self._state:
+            for batch in unacked:
+                self._open.pop(batch, None)
+        return False
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         last = _batch(end)
