@@ -119,10 +119,14 @@ _READ_TAKEN = f"SELECT queue FROM {READS} WHERE tag = ?"
 _READ_RECORD = f"INSERT INTO {READS} (tag, queue, taken_at) VALUES (?, ?, ?)"
 _TAG_RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE lease = ? AND queue = ?"
 _TAG_RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ?"
-_TAG_TAKE_BACK = (
-    f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ? "
-    "RETURNING id, body, delivery_count, created_at, headers"
+#: a tag's claim without its bodies (read after the commit: :data:`_TAG_HELD`)
+_TAG_CLAIM = f"""
+UPDATE {TABLE} SET lease = ?, available_at = ?, delivery_count = delivery_count + 1
+WHERE id IN (
+    SELECT id FROM {TABLE} WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT ?
 )
+"""
+_TAG_HELD = f"SELECT id, body, delivery_count, created_at, headers FROM {TABLE} WHERE lease = ? AND queue = ?"
 _TAG_DELETE = f"DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
 _TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
 # tags of runs that died: forgotten once old and holding nothing (the row may go: no claim can
@@ -613,19 +617,25 @@ class SQLiteTransport(BaseTransport):
         if max_messages < 1:
             raise ValueError(f"max_messages: must be >= 1, got {max_messages}")
 
-        def claim(conn: sqlite3.Connection) -> list[Any]:
+        def claim(conn: sqlite3.Connection) -> None:
             now = _now_ms()
             until = now + int(self.visibility_timeout * 1000)
             taken = conn.execute(_READ_TAKEN, (lease,)).fetchone()
             if taken is not None:
                 if taken[0] != queue:
                     raise ValueError(f"tag {tag!r} was taken on queue {taken[0]!r}, not {queue!r}")
-                return conn.execute(_TAG_TAKE_BACK, (until, lease, queue)).fetchall()
-            rows = conn.execute(_CLAIM, (lease, until, queue, now, max_messages)).fetchall()
+                conn.execute(_TAG_RENEW, (until, lease, queue))
+                return
+            conn.execute(_TAG_CLAIM, (lease, until, queue, now, max_messages))
             conn.execute(_READ_RECORD, (lease, queue, now))
-            return rows
 
-        return self._deliveries(queue, lease, self._write(claim))
+        # the bodies are read after the commit, outside the write lock: the claim holds the lock
+        # for the rows' updates only (the other slots' tasks claim meanwhile), and nothing can
+        # take a leased row from the tag before its lease lapses
+        self._write(claim)
+        conn = self._conn()
+        return self._deliveries(queue, lease, self._retry_busy(
+            lambda: conn.execute(_TAG_HELD, (lease, queue)).fetchall()))
 
     def _by_tags(
         self, queue: str, tags: Sequence[str], sql: str, first: tuple[Any, ...], *, forget: bool
