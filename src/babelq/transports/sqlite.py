@@ -95,13 +95,16 @@ _SCHEMA = (
     )""",
 )
 
-_CLAIM = f"""
+#: the columns of a reserved row, as :meth:`SQLiteTransport._deliveries` reads them
+_ROW = "id, body, delivery_count, created_at, headers"
+#: lease up to N due rows (oldest first) under one token
+_CLAIM_ROWS = f"""
 UPDATE {TABLE} SET lease = ?, available_at = ?, delivery_count = delivery_count + 1
 WHERE id IN (
     SELECT id FROM {TABLE} WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT ?
 )
-RETURNING id, body, delivery_count, created_at, headers
 """
+_CLAIM = f"{_CLAIM_ROWS}RETURNING {_ROW}\n"
 _INSERT = f"INSERT INTO {TABLE} (queue, body, available_at, created_at, headers) VALUES (?, ?, ?, ?, ?)"
 _DELETE_LEASED = f"DELETE FROM {TABLE} WHERE id = ? AND lease = ?"
 _RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE id = ? AND lease = ?"
@@ -119,14 +122,8 @@ _READ_TAKEN = f"SELECT queue FROM {READS} WHERE tag = ?"
 _READ_RECORD = f"INSERT INTO {READS} (tag, queue, taken_at) VALUES (?, ?, ?)"
 _TAG_RELEASE = f"UPDATE {TABLE} SET lease = NULL, available_at = ? WHERE lease = ? AND queue = ?"
 _TAG_RENEW = f"UPDATE {TABLE} SET available_at = ? WHERE lease = ? AND queue = ?"
-#: a tag's claim without its bodies (read after the commit: :data:`_TAG_HELD`)
-_TAG_CLAIM = f"""
-UPDATE {TABLE} SET lease = ?, available_at = ?, delivery_count = delivery_count + 1
-WHERE id IN (
-    SELECT id FROM {TABLE} WHERE queue = ? AND available_at <= ? ORDER BY available_at, id LIMIT ?
-)
-"""
-_TAG_HELD = f"SELECT id, body, delivery_count, created_at, headers FROM {TABLE} WHERE lease = ? AND queue = ?"
+#: the rows a tag holds (reserve_tagged reads them after its claim, :data:`_CLAIM_ROWS`, commits)
+_TAG_HELD = f"SELECT {_ROW} FROM {TABLE} WHERE lease = ? AND queue = ?"
 _TAG_DELETE = f"DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
 _TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
 # tags of runs that died: forgotten once old and holding nothing (the row may go: no claim can
@@ -626,7 +623,7 @@ class SQLiteTransport(BaseTransport):
                     raise ValueError(f"tag {tag!r} was taken on queue {taken[0]!r}, not {queue!r}")
                 conn.execute(_TAG_RENEW, (until, lease, queue))
                 return
-            conn.execute(_TAG_CLAIM, (lease, until, queue, now, max_messages))
+            conn.execute(_CLAIM_ROWS, (lease, until, queue, now, max_messages))
             conn.execute(_READ_RECORD, (lease, queue, now))
 
         # the bodies are read after the commit, outside the write lock: the claim holds the lock
