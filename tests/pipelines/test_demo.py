@@ -55,3 +55,18 @@ def test_the_demo_shows_counts_that_grow_to_each_stages_total(
         assert counts[stage][-1] == (total, total), (stage, demo_2000_progress)
     settle_lines = [line for line in demo_2000_progress if line.startswith("stage settle:")]
     assert any("reserved (being settled)" in line for line in settle_lines), settle_lines
+
+
+def test_the_demo_keeps_the_quick_jit_for_short_runs_only() -> None:
+    """C1 alone suits a short demo (100k: 21-24 s against 27-29 s with C2); a million rows run long
+    enough for C2 to repay its compiling (90-94 s against 98-103 s): the session's own JIT settings."""
+    from babelq.pipelines.demo import QUICK_JIT_BELOW, demo_spark_conf
+    from babelq.spark.session import _settings
+
+    quick = demo_spark_conf(100_000)["spark.driver.extraJavaOptions"].split()
+    assert "-XX:TieredStopAtLevel=1" in quick and "-XX:-DontCompileHugeMethods" in quick
+    assert demo_spark_conf(QUICK_JIT_BELOW - 1) == demo_spark_conf(100_000)
+    assert demo_spark_conf(1_000_000) == {}
+    _, settings = _settings("local[2]", demo_spark_conf(1_000_000))
+    assert "TieredStopAtLevel" not in settings["spark.driver.extraJavaOptions"]
+    assert "-XX:-DontCompileHugeMethods" in settings["spark.driver.extraJavaOptions"]

@@ -158,6 +158,25 @@ def test_settle_progress_counts_finished_messages_and_says_what_is_reserved() ->
     assert task.total == 2_000 and "stopped after" in task.line() and task.note.endswith("60 waiting")
 
 
+def test_settle_progress_asks_the_broker_no_more_often_than_the_display_shows_news() -> None:
+    """Counting a big SQLite queue costs tens of milliseconds of a core settle needs: plain lines
+    come every 5 s, so the depth is asked every 5 s, not every second."""
+    asked: list[float] = []
+
+    def depth() -> tuple[int, int | None]:
+        asked.append(time.monotonic())
+        return 10, 5
+
+    stats = SettleStats()
+    watch = SettleProgress(Progress.lines().task("settle", total=100, unit="messages"), depth)
+    assert watch.every == 5.0
+    for _ in range(3):
+        watch(stats)
+    assert len(asked) == 1
+    assert SettleProgress(Progress.lines(every=2.0).task("s"), depth).every == 2.0
+    assert SettleProgress(Progress.off().task("s"), depth).every == 1.0
+
+
 def test_settle_progress_without_a_known_total_counts_what_is_known_now() -> None:
     task = Progress.lines().task("settle", unit="messages")
     watch = SettleProgress(task, lambda: (50, 25), every=0.0)

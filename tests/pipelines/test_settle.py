@@ -40,6 +40,30 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
+def test_a_settle_prepared_before_the_queue_is_filled_settles_what_came_after(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """The demo prepares settle while ingest publishes: the ledger is opened and the stream built
+    before there is anything on the queue; the run then settles all of it once."""
+    from babelq.errors import BabelqError
+    from babelq.pipelines.settle import prepare_settle
+
+    url, queue, ledger_path = f"sqlite://{tmp_path}/q.db", unique_queue, tmp_path / "ledger.db"
+    with pytest.raises(BabelqError, match="ledger"):  # a bad ledger fails while preparing, not in a task
+        prepare_settle(spark, url=url, queue=queue, ledger="postgresql://127.0.0.1:1/nowhere")
+    prepared = prepare_settle(spark, url=url, queue=queue, ledger=ledger_path, max_messages_per_batch=50)
+    assert ledger_path.exists() and prepared.republished == 0
+    payments = [transfer(f"PAY-{i}", queue) for i in range(120)]
+    open_transport(url).publish_many(queue, [Outgoing(p.encode()) for p in payments])
+    run = prepared.run(tmp_path / "ck", timeout=240)
+    assert run.drained and run.stats.count("posted") == 120 and run.stats.batches >= 3
+    ledger = open_ledger(ledger_path)
+    try:
+        assert ledger.totals() == (120, 120, 120)
+    finally:
+        ledger.close()
+
+
 def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:

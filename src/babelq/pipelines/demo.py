@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from babelq.envelope import dlq_name, uuid4
 from babelq.pipelines.dlq import Triage, triage
@@ -28,24 +28,35 @@ from babelq.pipelines.money import Tally, format_minor
 from babelq.pipelines.progress import Progress, SettleProgress
 from babelq.pipelines.report import write_report
 from babelq.pipelines.report.export import ExportError, export_report, missing_note, resolve_export
-from babelq.pipelines.settle import SettleRun, settle
+from babelq.pipelines.settle import SettleQuery, SettleRun, prepare_settle
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.value_reconciliation import ValueLine, value_lines
 from babelq.transports import Outgoing, open_transport
 from babelq.urls import redact
 
 log = logging.getLogger("babelq.pipelines")
+T = TypeVar("T")
 
 MARKER = ".babelq-demo"
 
-#: Spark settings of the session the demo starts for itself. The demo is a short run of small
-#: jobs on a fresh JVM, where the C2 JIT compiler would burn more CPU compiling Spark than it
-#: saves (measured: about half of ingest's CPU time went to C2 compiler threads); C1 alone
-#: compiles quickly and is fast enough for 100k rows. The setting replaces get_session's default
-#: ``-XX:-DontCompileHugeMethods``, so it is repeated: without it the JIT never compiles Spark's
-#: generated code for decode's wide projection (over 8000 bytes), which settle runs on every
-#: message, and those methods stay interpreted.
+#: Spark settings of the session the demo starts for itself on a file of fewer than
+#: :data:`QUICK_JIT_BELOW` rows. Such a demo is a short run of small jobs on a fresh JVM, where the
+#: C2 JIT compiler burns more CPU compiling Spark than it saves (measured: about half of ingest's
+#: CPU time went to C2 compiler threads; the 100k demo 21-24 s with C1 alone against 27-29 s,
+#: 300k 35 s against 42 s); C1 alone compiles quickly and is fast enough. The setting replaces
+#: get_session's default ``-XX:-DontCompileHugeMethods``, so it is repeated: without it the JIT
+#: never compiles Spark's generated code for decode's wide projection (over 8000 bytes), which
+#: settle runs on every message, and those methods stay interpreted.
 DEMO_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"}
+#: From this many rows the demo runs long enough for C2's faster code to repay its compiling: it
+#: keeps get_session's JIT settings (the 1M demo took 90-94 s with them against 98-103 s with C1
+#: alone, three runs each, peak RSS 1.8-2.0 GB against 1.7-1.9 GB).
+QUICK_JIT_BELOW = 600_000
+
+
+def demo_spark_conf(rows: int) -> dict[str, str]:
+    """The Spark settings the demo starts its session with for a file of ``rows`` payments."""
+    return dict(DEMO_SPARK_CONF) if rows < QUICK_JIT_BELOW else {}
 
 #: dead-letter causes of the bodies the demo injects: not rows of the file, no value
 POISON_CAUSES = ("poison", "unsupported")
@@ -151,16 +162,21 @@ class DemoResult:
         return out
 
 
+def _in_background(name: str, work: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """``work(*args, **kwargs)`` in a thread of its own named ``name``; the caller goes on."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    try:
+        return pool.submit(work, *args, **kwargs)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def _launch_jvm(master: str | None, conf: Mapping[str, str]) -> Future[None]:
     """:func:`babelq.spark.session.launch_jvm` in a thread of its own: the launch mostly waits on
     the child process, so the caller's Python work goes on meanwhile."""
     from babelq.spark.session import launch_jvm
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="babelq-jvm-launch")
-    try:
-        return pool.submit(launch_jvm, master, **conf)
-    finally:
-        pool.shutdown(wait=False)
+    return _in_background("babelq-jvm-launch", launch_jvm, master, **conf)
 
 
 def _fresh_dir(out: Path) -> None:
@@ -217,7 +233,7 @@ def run_demo(
     if ledger is not None:  # an unreachable or malformed --ledger fails now, not after ingest
         open_ledger(ledger_target, prefix=ledger_prefix).close()
     clock = StageClock(progress=progress or Progress.off())
-    conf = {**DEMO_SPARK_CONF, **(spark_conf or {})}
+    conf = {**demo_spark_conf(rows), **(spark_conf or {})}
     # the JVM starts while the file is written: one core generates, the other launches Spark
     launching = _launch_jvm(master, conf) if spark is None else None
     try:
@@ -241,15 +257,25 @@ def run_demo(
             raise
     else:
         check_cluster_targets(spark.sparkContext.master, broker=url, ledger=ledger_target)
-    result_ingest = ingest(
-        spark,
-        generated.path,
-        url=url,
-        queue=queue,
-        rejects_path=out_dir / "rejects",
-        batch_id=f"bulk_demo_{seed:04d}",
-        clock=clock,
-    )
+    # settle's query is prepared (ledger, decode's expressions, the source) while ingest runs: the
+    # driver's Python mostly waits for ingest's Spark jobs meanwhile
+    preparing = _in_background(
+        "babelq-settle-prepare", prepare_settle, spark, url=url, queue=queue, ledger=ledger_target,
+        ledger_prefix=ledger_prefix, retry_delay_ms=retry_delay_ms,
+        max_messages_per_batch=max_messages_per_batch)
+    try:
+        result_ingest = ingest(
+            spark,
+            generated.path,
+            url=url,
+            queue=queue,
+            rejects_path=out_dir / "rejects",
+            batch_id=f"bulk_demo_{seed:04d}",
+            clock=clock,
+        )
+    except BaseException:
+        preparing.exception()  # let the preparation finish before the caller stops the session
+        raise
     transport = open_transport(url)
     try:
         with clock.stage("inject.poison") as st:
@@ -258,18 +284,8 @@ def run_demo(
             st.rows = len(poison)
         with clock.stage("settle", total=result_ingest.published + len(poison), unit="messages") as st:
             watch = SettleProgress(st.progress, lambda: (transport.size(queue), transport.reserved(queue)))
-            run = settle(
-                spark,
-                url=url,
-                queue=queue,
-                ledger=ledger_target,
-                ledger_prefix=ledger_prefix,
-                checkpoint=out_dir / "checkpoint",
-                retry_delay_ms=retry_delay_ms,
-                max_messages_per_batch=max_messages_per_batch,
-                timeout=timeout,
-                on_poll=watch,
-            )
+            prepared: SettleQuery = preparing.result()
+            run = prepared.run(out_dir / "checkpoint", timeout=timeout, on_poll=watch)
             watch.finish(run)
             st.rows = run.stats.messages
         with clock.stage("dlq.triage") as st:

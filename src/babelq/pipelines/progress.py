@@ -184,6 +184,9 @@ class _Display:
     """Shows tasks; the base shows nothing (library use)."""
 
     live = False
+    #: seconds between two changes it shows (a source of numbers that cost something to count,
+    #: like a broker's queue depth, need not be asked more often)
+    every = 1.0
 
     def added(self, task: Task) -> None:
         pass
@@ -356,6 +359,11 @@ class Progress:
         return self.display.live
 
     @property
+    def every(self) -> float:
+        """Seconds between two updates that show anything new (plain lines: :data:`LINE_EVERY`)."""
+        return float(self.display.every)
+
+    @property
     def spark_conf(self) -> dict[str, str]:
         """Spark settings for a session started to be watched (:data:`SPARK_CONF`), none when off."""
         return dict(SPARK_CONF) if self.live else {}
@@ -450,10 +458,12 @@ class SettleProgress:
     """
 
     def __init__(self, task: Task, depth: Callable[[], tuple[int, int | None]], *,
-                 every: float = 1.0) -> None:
+                 every: float | None = None) -> None:
         self.task = task
         self.depth = depth
-        self.every = every
+        #: the broker is asked at most this often (default: as often as the display shows news; a
+        #: count of a big SQLite queue costs tens of milliseconds of a core that settle needs)
+        self.every = task.progress.every if every is None else every
         self.known_total = task.total is not None
         self._last = 0.0
         self.waiting = 0

@@ -3,7 +3,8 @@
 One job per module:
 
 * :mod:`~babelq.pipelines.settle.query`: the streaming query, its micro-batch body and when it
-  stops (:func:`settle`, :class:`SettleStats`, :class:`SettleRun`);
+  stops (:func:`settle`, or :func:`prepare_settle` then :meth:`SettleQuery.run`; :class:`SettleStats`,
+  :class:`SettleRun`);
 * :mod:`~babelq.pipelines.settle.classify`: the JVM half of a micro-batch (decode, the consume
   rules as one ``CASE WHEN``, copies, partitioning);
 * :mod:`~babelq.pipelines.settle.partition`: the Python half, in every partition at once (the
@@ -13,6 +14,17 @@ One job per module:
 The ``babelq settle`` command (:mod:`babelq.cli.commands.settle`) is this query's command line.
 """
 
-from babelq.pipelines.settle.query import InjectedCrashError, SettleRun, SettleStats, settle, settle_frame
+from babelq.pipelines.settle.query import (
+    InjectedCrashError,
+    SettleQuery,
+    SettleRun,
+    SettleStats,
+    prepare_settle,
+    settle,
+    settle_frame,
+)
 
-__all__ = ["InjectedCrashError", "SettleRun", "SettleStats", "settle", "settle_frame"]
+__all__ = [
+    "InjectedCrashError", "SettleQuery", "SettleRun", "SettleStats", "prepare_settle", "settle",
+    "settle_frame",
+]

@@ -252,6 +252,82 @@ def _left(transport: Transport, queue: str) -> tuple[int, int | None]:
     return transport.size(queue), transport.reserved(queue)
 
 
+@dataclass(slots=True)
+class SettleQuery:
+    """A settle run made ready to start (:func:`prepare_settle`): the ledger opened and its outbox
+    flushed, the decoded stream and the classifier built. :meth:`run` starts the query.
+
+    Preparing is the driver's Python and Py4J work (about 1.5 s on a small machine: decode's
+    expressions, the source's schema, the ledger); a caller with something else to wait for (the
+    demo, while ingest publishes) prepares in another thread and runs when the queue is filled."""
+
+    spark: Any
+    config: SettleConfig
+    stream: Any
+    classifier: Classifier
+    partitions: int
+    #: outbox rows a crashed run committed but never published, published while preparing
+    republished: int = 0
+
+    def run(
+        self,
+        checkpoint: str | Path,
+        *,
+        timeout: float = 600.0,
+        stats: SettleStats | None = None,
+        fail_after_batches: int | None = None,
+        on_poll: Callable[[SettleStats], None] | None = None,
+        trigger_ms: int = TRIGGER_MS,
+    ) -> SettleRun:
+        """Run the query until the queue is drained (or ``timeout`` seconds pass); see :func:`settle`."""
+        return _run(self, checkpoint, timeout=timeout, stats=stats or SettleStats(),
+                    fail_after_batches=fail_after_batches, on_poll=on_poll, trigger_ms=trigger_ms)
+
+
+def prepare_settle(
+    spark: Any,
+    *,
+    url: str,
+    queue: str,
+    ledger: str | Path,
+    ledger_prefix: str = "",
+    max_attempts: int = 3,
+    retry_delay_ms: int = 1_000,
+    max_messages_per_batch: int = 20_000,
+    num_partitions: int | None = None,
+    visibility_timeout: float = 300.0,
+) -> SettleQuery:
+    """Everything :func:`settle` does before its query starts: check the targets, open the ledger
+    (a bad ``--ledger`` fails now) and publish what a crashed run left in its outbox, build the
+    decoded stream and the classifier. The arguments are :func:`settle`'s."""
+    from babelq.pipelines.cluster_checks import check_session_targets
+    from babelq.spark.datasource import register
+
+    check_session_targets(spark, broker=url, ledger=ledger)
+    register(spark)
+    config = SettleConfig(
+        url=url,
+        queue=queue,
+        ledger=str(ledger),
+        ledger_prefix=ledger_prefix,
+        max_attempts=max_attempts,
+        retry_delay_ms=retry_delay_ms,
+    )
+    partitions = num_partitions or max(int(spark.sparkContext.defaultParallelism), 1)
+    republished = _flush_outbox(config)
+    stream = decoded(  # once, on the stream: every micro-batch shares the expressions and their code
+        spark.readStream.format("babelq")
+        .option("url", url)
+        .option("queue", queue)
+        .option("maxMessagesPerBatch", str(max_messages_per_batch))
+        .option("numPartitions", str(partitions))
+        .option("visibilityTimeout", str(visibility_timeout))
+        .load()
+    )
+    classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
+    return SettleQuery(spark, config, stream, classifier, partitions, republished)
+
+
 def settle(
     spark: Any,
     *,
@@ -277,39 +353,35 @@ def settle(
     Spark's default parallelism, the cores of a local master). ``retry_delay_ms`` is the base of
     the retries' jittered backoff (:class:`babelq.runtime.rules.RetryPolicy`). Raises the query's
     error if it dies (e.g. :class:`InjectedCrashError` from the test hook); the checkpoint then
-    lets the next call continue.
+    lets the next call continue. :func:`prepare_settle` then :meth:`SettleQuery.run`, in one call.
     """
-    from babelq.pipelines.cluster_checks import check_session_targets
-    from babelq.spark.datasource import register
+    prepared = prepare_settle(
+        spark, url=url, queue=queue, ledger=ledger, ledger_prefix=ledger_prefix, max_attempts=max_attempts,
+        retry_delay_ms=retry_delay_ms, max_messages_per_batch=max_messages_per_batch,
+        num_partitions=num_partitions, visibility_timeout=visibility_timeout,
+    )
+    return prepared.run(checkpoint, timeout=timeout, stats=stats, fail_after_batches=fail_after_batches,
+                        on_poll=on_poll, trigger_ms=trigger_ms)
 
-    check_session_targets(spark, broker=url, ledger=ledger)
-    register(spark)
-    config = SettleConfig(
-        url=url,
-        queue=queue,
-        ledger=str(ledger),
-        ledger_prefix=ledger_prefix,
-        max_attempts=max_attempts,
-        retry_delay_ms=retry_delay_ms,
-    )
-    stats = stats or SettleStats()
-    partitions = num_partitions or max(int(spark.sparkContext.defaultParallelism), 1)
-    republished = _flush_outbox(config)
-    stream = decoded(  # once, on the stream: every micro-batch shares the expressions and their code
-        spark.readStream.format("babelq")
-        .option("url", url)
-        .option("queue", queue)
-        .option("maxMessagesPerBatch", str(max_messages_per_batch))
-        .option("numPartitions", str(partitions))
-        .option("visibilityTimeout", str(visibility_timeout))
-        .load()
-    )
-    classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
-    handler = partial(process_batch, config=config, stats=stats, partitions=partitions,
-                      fail_after_batches=fail_after_batches, classifier=classifier, checkpoint=checkpoint)
+
+def _run(
+    prepared: SettleQuery,
+    checkpoint: str | Path,
+    *,
+    timeout: float,
+    stats: SettleStats,
+    fail_after_batches: int | None,
+    on_poll: Callable[[SettleStats], None] | None,
+    trigger_ms: int,
+) -> SettleRun:
+    config, queue, url = prepared.config, prepared.config.queue, prepared.config.url
+    republished = prepared.republished
+    handler = partial(process_batch, config=config, stats=stats, partitions=prepared.partitions,
+                      fail_after_batches=fail_after_batches, classifier=prepared.classifier,
+                      checkpoint=checkpoint)
     started = time.monotonic()
     query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
-        stream.writeStream.foreachBatch(handler)
+        prepared.stream.writeStream.foreachBatch(handler)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
         .queryName(f"babelq-settle-{queue}")
