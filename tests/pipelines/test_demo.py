@@ -65,6 +65,7 @@ def test_the_demo_keeps_the_quick_jit_for_short_runs_only() -> None:
 
     quick = demo_spark_conf(100_000)["spark.driver.extraJavaOptions"].split()
     assert "-XX:TieredStopAtLevel=1" in quick and "-XX:-DontCompileHugeMethods" in quick
+    assert demo_spark_conf(100_000)["spark.sql.adaptive.enabled"] == "false"
     assert demo_spark_conf(QUICK_JIT_BELOW - 1) == demo_spark_conf(100_000)
     assert demo_spark_conf(1_000_000) == {}
     _, settings = _settings("local[2]", demo_spark_conf(1_000_000))

@@ -46,10 +46,16 @@ MARKER = ".babelq-demo"
 #: 300k 35 s against 42 s); C1 alone compiles quickly and is fast enough. The setting replaces
 #: get_session's default ``-XX:-DontCompileHugeMethods``, so it is repeated: without it the JIT
 #: never compiles Spark's generated code for decode's wide projection (over 8000 bytes), which
-#: settle runs on every message, and those methods stay interpreted.
-DEMO_SPARK_CONF = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"}
+#: settle runs on every message, and those methods stay interpreted. Adaptive query execution is
+#: off too: on 2 cores with 4 shuffle partitions it has nothing to coalesce, and each shuffle it
+#: re-plans is a Spark job of its own (the 100k demo 20.7-21.3 s without it against 21.6-23.7 s;
+#: at 1M, 94 s against 89 s, so only here).
+DEMO_SPARK_CONF = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
+    "spark.sql.adaptive.enabled": "false",
+}
 #: From this many rows the demo runs long enough for C2's faster code to repay its compiling: it
-#: keeps get_session's JIT settings (the 1M demo took 90-94 s with them against 98-103 s with C1
+#: keeps get_session's settings (the 1M demo took 90-94 s with them against 98-103 s with C1
 #: alone, three runs each, peak RSS 1.8-2.0 GB against 1.7-1.9 GB).
 QUICK_JIT_BELOW = 600_000
 
