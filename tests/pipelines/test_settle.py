@@ -64,6 +64,14 @@ def test_a_settle_prepared_before_the_queue_is_filled_settles_what_came_after(
         ledger.close()
 
 
+def test_a_mistyped_setting_of_settle_is_refused_by_name(tmp_path: Path) -> None:
+    from babelq.pipelines.settle import settle
+
+    with pytest.raises(TypeError, match=r"argument\(s\): max_attempt$"):
+        settle(None, url=f"sqlite://{tmp_path}/q.db", queue="q", ledger=tmp_path / "l.db",
+               checkpoint=tmp_path / "ck", max_attempt=3)  # type: ignore[call-arg]
+
+
 def test_settle_posts_each_payment_once_and_dead_letters_the_rest(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:

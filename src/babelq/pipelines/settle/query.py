@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack, cast
 
 from babelq.envelope import now_ms
 from babelq.errors import BabelqError
@@ -328,6 +328,31 @@ def prepare_settle(
     return SettleQuery(spark, config, stream, classifier, partitions, republished)
 
 
+class SettleOptions(TypedDict, total=False):
+    """:func:`prepare_settle`'s optional settings (their defaults are written there, once)."""
+
+    ledger_prefix: str
+    max_attempts: int
+    retry_delay_ms: int
+    max_messages_per_batch: int
+    num_partitions: int | None
+    visibility_timeout: float
+
+
+class RunOptions(TypedDict, total=False):
+    """:meth:`SettleQuery.run`'s optional settings (their defaults are written there, once)."""
+
+    timeout: float
+    stats: SettleStats | None
+    fail_after_batches: int | None
+    on_poll: Callable[[SettleStats], None] | None
+    trigger_ms: int
+
+
+class SettleSettings(SettleOptions, RunOptions, total=False):
+    """What :func:`settle` takes besides where to read, where to post and the checkpoint."""
+
+
 def settle(
     spark: Any,
     *,
@@ -335,33 +360,26 @@ def settle(
     queue: str,
     ledger: str | Path,
     checkpoint: str | Path,
-    ledger_prefix: str = "",
-    max_attempts: int = 3,
-    retry_delay_ms: int = 1_000,
-    max_messages_per_batch: int = 20_000,
-    num_partitions: int | None = None,
-    visibility_timeout: float = 300.0,
-    timeout: float = 600.0,
-    stats: SettleStats | None = None,
-    fail_after_batches: int | None = None,
-    on_poll: Callable[[SettleStats], None] | None = None,
-    trigger_ms: int = TRIGGER_MS,
+    **settings: Unpack[SettleSettings],
 ) -> SettleRun:
     """Consume ``queue`` until it is drained (or ``timeout`` seconds pass) and settle every message.
 
-    ``num_partitions`` is how many tasks read and settle each micro-batch in parallel (default:
-    Spark's default parallelism, the cores of a local master). ``retry_delay_ms`` is the base of
-    the retries' jittered backoff (:class:`babelq.runtime.rules.RetryPolicy`). Raises the query's
+    :func:`prepare_settle` then :meth:`SettleQuery.run`, in one call; ``settings`` are theirs:
+    ``ledger_prefix``, ``max_attempts`` (3), ``retry_delay_ms`` (1000: the base of the retries'
+    jittered backoff, :class:`babelq.runtime.rules.RetryPolicy`), ``max_messages_per_batch``
+    (20000), ``num_partitions`` (how many tasks read and settle each micro-batch in parallel;
+    default: Spark's default parallelism, the cores of a local master), ``visibility_timeout``
+    (300 s); ``timeout`` (600 s), ``stats``, ``on_poll`` and ``trigger_ms``. Raises the query's
     error if it dies (e.g. :class:`InjectedCrashError` from the test hook); the checkpoint then
-    lets the next call continue. :func:`prepare_settle` then :meth:`SettleQuery.run`, in one call.
+    lets the next call continue.
     """
-    prepared = prepare_settle(
-        spark, url=url, queue=queue, ledger=ledger, ledger_prefix=ledger_prefix, max_attempts=max_attempts,
-        retry_delay_ms=retry_delay_ms, max_messages_per_batch=max_messages_per_batch,
-        num_partitions=num_partitions, visibility_timeout=visibility_timeout,
-    )
-    return prepared.run(checkpoint, timeout=timeout, stats=stats, fail_after_batches=fail_after_batches,
-                        on_poll=on_poll, trigger_ms=trigger_ms)
+    preparing, running = SettleOptions.__optional_keys__, RunOptions.__optional_keys__
+    unknown = sorted(settings.keys() - preparing - running)
+    if unknown:
+        raise TypeError(f"settle() got unexpected keyword argument(s): {', '.join(unknown)}")
+    prepare = cast(SettleOptions, {k: v for k, v in settings.items() if k in preparing})
+    run = cast(RunOptions, {k: v for k, v in settings.items() if k in running})
+    return prepare_settle(spark, url=url, queue=queue, ledger=ledger, **prepare).run(checkpoint, **run)
 
 
 def _run(
