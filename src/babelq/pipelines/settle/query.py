@@ -261,7 +261,6 @@ class SettleQuery:
     expressions, the source's schema, the ledger); a caller with something else to wait for (the
     demo, while ingest publishes) prepares in another thread and runs when the queue is filled."""
 
-    spark: Any
     config: SettleConfig
     stream: Any
     classifier: Classifier
@@ -280,8 +279,74 @@ class SettleQuery:
         trigger_ms: int = TRIGGER_MS,
     ) -> SettleRun:
         """Run the query until the queue is drained (or ``timeout`` seconds pass); see :func:`settle`."""
-        return _run(self, checkpoint, timeout=timeout, stats=stats or SettleStats(),
-                    fail_after_batches=fail_after_batches, on_poll=on_poll, trigger_ms=trigger_ms)
+        config, queue, url = self.config, self.config.queue, self.config.url
+        republished = self.republished
+        stats = stats or SettleStats()
+        handler = partial(process_batch, config=config, stats=stats, partitions=self.partitions,
+                          fail_after_batches=fail_after_batches, classifier=self.classifier,
+                          checkpoint=checkpoint)
+        started = time.monotonic()
+        query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
+            self.stream.writeStream.foreachBatch(handler)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
+            .queryName(f"babelq-settle-{queue}")
+            .start()
+        )
+        transport = open_transport(url)
+        drained = False
+        idle_polls = 0
+        waiting: int = 0
+        reserved: int | None = 0
+        told_reserved = 0.0
+        try:
+            while query.isActive:
+                try:
+                    if query.awaitTermination(_POLL_SECONDS):
+                        break
+                except Exception:  # the query died; its error is re-raised below from query.exception()
+                    break
+                if on_poll is not None:
+                    on_poll(stats)
+                if _source_idle(query, stats):
+                    waiting, reserved = _left(transport, queue)
+                    if waiting == 0 and not reserved:
+                        idle_polls += 1
+                        if idle_polls >= 2:
+                            # a task that died between its ledger commit and its publish, retried by
+                            # Spark in this run, found its outbox rows claimed and published nothing:
+                            # publish them now (no task runs while the source is idle), then go on
+                            flushed = _flush_outbox(config)
+                            if flushed:
+                                republished += flushed
+                                idle_polls = 0
+                                continue
+                            drained = True
+                            break
+                    else:
+                        idle_polls = 0
+                        if reserved and not waiting and time.monotonic() - told_reserved > 30:
+                            told_reserved = time.monotonic()
+                            log.warning(
+                                "settle: %d messages on %s are reserved by another consumer (a killed run?); "
+                                "waiting for their leases to lapse so they can be settled", reserved, queue)
+                else:
+                    idle_polls = 0
+                if time.monotonic() - started > timeout:
+                    waiting, reserved = _left(transport, queue)
+                    log.warning("settle: timeout after %.0f s with %d messages waiting and %s reserved on %s",
+                                timeout, waiting, reserved, queue)
+                    break
+        finally:
+            transport.close()
+            if query.isActive:
+                query.stop()
+        error = query.exception()
+        if error is not None:
+            # the whole text (the CLI shows its root cause on one line); URLs in it redacted
+            raise BabelqError(f"settle query failed: {redact_text(str(error))}") from None
+        return SettleRun(stats, time.monotonic() - started, drained, waiting if not drained else 0,
+                         reserved if not drained else 0, republished)
 
 
 def prepare_settle(
@@ -325,7 +390,7 @@ def prepare_settle(
         .load()
     )
     classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
-    return SettleQuery(spark, config, stream, classifier, partitions, republished)
+    return SettleQuery(config, stream, classifier, partitions, republished)
 
 
 class SettleOptions(TypedDict, total=False):
@@ -380,82 +445,3 @@ def settle(
     prepare = cast(SettleOptions, {k: v for k, v in settings.items() if k in preparing})
     run = cast(RunOptions, {k: v for k, v in settings.items() if k in running})
     return prepare_settle(spark, url=url, queue=queue, ledger=ledger, **prepare).run(checkpoint, **run)
-
-
-def _run(
-    prepared: SettleQuery,
-    checkpoint: str | Path,
-    *,
-    timeout: float,
-    stats: SettleStats,
-    fail_after_batches: int | None,
-    on_poll: Callable[[SettleStats], None] | None,
-    trigger_ms: int,
-) -> SettleRun:
-    config, queue, url = prepared.config, prepared.config.queue, prepared.config.url
-    republished = prepared.republished
-    handler = partial(process_batch, config=config, stats=stats, partitions=prepared.partitions,
-                      fail_after_batches=fail_after_batches, classifier=prepared.classifier,
-                      checkpoint=checkpoint)
-    started = time.monotonic()
-    query: Any = (  # Any: pyspark types awaitTermination's timeout as int, it takes seconds as a float
-        prepared.stream.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
-        .queryName(f"babelq-settle-{queue}")
-        .start()
-    )
-    transport = open_transport(url)
-    drained = False
-    idle_polls = 0
-    waiting: int = 0
-    reserved: int | None = 0
-    told_reserved = 0.0
-    try:
-        while query.isActive:
-            try:
-                if query.awaitTermination(_POLL_SECONDS):
-                    break
-            except Exception:  # the query died; its error is re-raised below from query.exception()
-                break
-            if on_poll is not None:
-                on_poll(stats)
-            if _source_idle(query, stats):
-                waiting, reserved = _left(transport, queue)
-                if waiting == 0 and not reserved:
-                    idle_polls += 1
-                    if idle_polls >= 2:
-                        # a task that died between its ledger commit and its publish, retried by
-                        # Spark in this run, found its outbox rows claimed and published nothing:
-                        # publish them now (no task runs while the source is idle), then go on
-                        flushed = _flush_outbox(config)
-                        if flushed:
-                            republished += flushed
-                            idle_polls = 0
-                            continue
-                        drained = True
-                        break
-                else:
-                    idle_polls = 0
-                    if reserved and not waiting and time.monotonic() - told_reserved > 30:
-                        told_reserved = time.monotonic()
-                        log.warning(
-                            "settle: %d messages on %s are reserved by another consumer (a killed run?); "
-                            "waiting for their leases to lapse so they can be settled", reserved, queue)
-            else:
-                idle_polls = 0
-            if time.monotonic() - started > timeout:
-                waiting, reserved = _left(transport, queue)
-                log.warning("settle: timeout after %.0f s with %d messages waiting and %s reserved on %s",
-                            timeout, waiting, reserved, queue)
-                break
-    finally:
-        transport.close()
-        if query.isActive:
-            query.stop()
-    error = query.exception()
-    if error is not None:
-        # the whole text (the CLI shows its root cause on one line); URLs in it redacted
-        raise BabelqError(f"settle query failed: {redact_text(str(error))}") from None
-    return SettleRun(stats, time.monotonic() - started, drained, waiting if not drained else 0,
-                     reserved if not drained else 0, republished)
