@@ -5,8 +5,8 @@ core-banking failures, 0.2% closed accounts, 0.3% expired, 0.1% poison, 0.5% red
 to a fresh SQLite queue, then runs :func:`babelq.pipelines.settle.settle` until the queue is
 drained, on one local[2] Spark session:
 
-* ``spark job``: the current code (decode and classification on the JVM, ``meta.id``-partitioned,
-  every partition settling in parallel, ``--partitions`` tasks);
+* ``spark job``: the current code (decode and classification on the JVM, every read slot's task
+  settling the rows it read, in parallel, ``--partitions`` tasks);
 * ``single task (before)``: the same ``settle`` loop and source with the micro-batch code of
   commit ff5735d (``bench/settle_before.py``: ``coalesce(1)``, decode and classify in Python).
 

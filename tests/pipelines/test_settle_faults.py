@@ -36,7 +36,7 @@ def _run(spark: Any, config: SettleConfig, bodies: list[bytes]) -> dict[tuple[st
     from babelq.pipelines.settle.classify import decoded
 
     df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")
-    return settle_frame(decoded(df), config, partitions=2)
+    return settle_frame(decoded(df), config)
 
 
 def _config(tmp_path: Path, queue: str, **extra: Any) -> SettleConfig:

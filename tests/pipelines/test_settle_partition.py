@@ -30,7 +30,7 @@ def _settle(
         url=f"sqlite://{tmp_path}/q.db", queue=queue, ledger=str(tmp_path / "ledger.db"), max_attempts=3
     )
     df = spark.createDataFrame(rows, "body binary, broker_attempts int")
-    return settle_frame(decoded(df), config, partitions=2)
+    return settle_frame(decoded(df), config)
 
 
 def test_broker_attempts_raise_the_body_count(spark: Any, tmp_path: Path, unique_queue: str) -> None:

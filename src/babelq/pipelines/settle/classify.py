@@ -1,4 +1,4 @@
-"""Settle's view of a micro-batch, on the JVM: decoded, classified by the consume rules, partitioned.
+"""Settle's view of a micro-batch, on the JVM: decoded and classified by the consume rules.
 
 Everything here is Spark SQL expressions (no Python runs per row):
 
@@ -9,12 +9,11 @@ Everything here is Spark SQL expressions (no Python runs per row):
    batch let Spark reuse the code it generated for them.
 2. :func:`classified` gives every row the first rule of :data:`babelq.runtime.rules.ORDER` that
    applies (``rule``: ``poison``, ``unsupported``, ``expired``, ``deferred``, ``unknown_urn``, or
-   null when the message goes on to the handler), whether it is a ``copy`` of a message met
-   earlier in the micro-batch, and what a failure of its handler run will lead to
-   (``on_failure``: ``retry`` or ``max_attempts``, by the shared
-   :class:`~babelq.runtime.rules.RetryPolicy`). The rows are hash-partitioned by ``meta.id``
-   first, so every copy of a message meets its original in one partition, and each partition is
-   then settled by one Python task (:mod:`babelq.pipelines.settle.partition`), all at once.
+   null when the message goes on to the handler) and what a failure of its handler run will lead
+   to (``on_failure``: ``retry`` or ``max_attempts``, by the shared
+   :class:`~babelq.runtime.rules.RetryPolicy`). The rows stay in the partition that read them:
+   each read slot's task decodes, classifies and settles its own share
+   (:mod:`babelq.pipelines.settle.partition`), all slots at once, and no body crosses a shuffle.
 
 The rules are the runtime's (:mod:`babelq.runtime.rules`): the ``CASE WHEN`` is built from
 :data:`~babelq.runtime.rules.ORDER`, one branch per rule, and refuses to build when a rule has no
@@ -24,14 +23,18 @@ reason starting ``body `` is not an envelope at all (the core codec's
 any other rejection is the consumer rules' (``unsupported``).
 
 Copies. Two rows are copies when they have the same non-empty ``meta.id``, the same body
-``attempts`` and the same verdict: a message and the retry of it an earlier run published are two
-attempts, not copies, and must both be settled; an id-less body is never taken for a copy. The
-first in batch order (a sequence number given before the shuffle) is settled, the others are
-dropped.
+``attempts`` and the same verdict (both accepted or both rejected). A message and the retry of it
+an earlier run published are two attempts, not copies, and must both be settled; an id-less body
+is never taken for a copy. The partition marks the copies it holds itself, in read order
+(:func:`babelq.pipelines.settle.partition.settle_partition`). Copies that two slots read are
+settled by both and the ledger keeps one, inside each partition's transaction: a processed id is
+claimed once, an outbox key (id and attempts) once. A shuffle by ``meta.id`` would bring the
+copies together, but it moved every body of the micro-batch a second time to catch the rare copy:
+about 13% of settle's time at a million messages on 2 cores, and on a cluster every body over
+the network.
 
 Code generation. The rules compare with the micro-batch's ``now``, a literal that differs on every
-batch; they are applied after the shuffle, so that the stage holding decode's large projection
-compiles to the same code every time and Spark reuses it.
+batch; it enters as a column (``__bq_now``) that the optimizer folds into the expressions.
 """
 
 from __future__ import annotations
@@ -49,11 +52,10 @@ POISON_REASON_PREFIX = "body "
 
 #: The columns :func:`classified` hands to the Python part, in this order.
 CLASSIFIED = (
-    "body", "rule", "copy", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
+    "body", "rule", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
     "data_json", "trace_id", "correlation_id", "read_by",
 )
 
-_SEQ = "__bq_seq"
 _NOW = "__bq_now"
 
 
@@ -121,32 +123,24 @@ def rule_column(now: Column, urns: Sequence[str]) -> Column:
 class Classifier:
     """:func:`classified` with its columns built once, for a query that classifies every micro-batch.
 
-    Building the ``CASE WHEN``, the window and the retry decision costs a few hundred Py4J calls
-    (about 0.1-0.3 s of the driver's time on a small machine); a streaming settle used to pay it on
-    every micro-batch. The micro-batch's ``now`` is the one thing that changes: it enters as a
-    column added after the shuffle, which Spark's optimizer folds back into the expressions, so
-    the generated code is the same as with the literal written into them."""
+    Building the ``CASE WHEN`` and the retry decision costs a few hundred Py4J calls (about
+    0.1-0.3 s of the driver's time on a small machine); a streaming settle used to pay it on every
+    micro-batch. The micro-batch's ``now`` is the one thing that changes: it enters as a column,
+    which Spark's optimizer folds back into the expressions."""
 
-    def __init__(self, *, urns: Sequence[str], policy: rules.RetryPolicy, partitions: int) -> None:
-        from pyspark.sql import Window
+    def __init__(self, *, urns: Sequence[str], policy: rules.RetryPolicy) -> None:
         from pyspark.sql import functions as sf
 
-        self.partitions = partitions
         now = sf.col(_NOW)
-        first = Window.partitionBy("id", "body_attempts", "accepted").orderBy(_SEQ)
-        copy = (sf.col("id") != "") & (sf.row_number().over(first) > 1)
         # compared, not added to: attempts + 1 could overflow a long (Spark's ANSI mode raises)
         retried = sf.greatest(sf.col("attempts"), sf.lit(0)) <= sf.lit(policy.last_retried_attempts)
         delay = sf.when(
             sf.col("deliver_at") > now,
             sf.least(sf.col("deliver_at") - now, sf.lit(rules.MAX_DELAY_MS)),
         )
-        self._seq = sf.monotonically_increasing_id()
-        self._by_id = sf.col("id")
         self._columns: list[Column | str] = [
             "body",
             rule_column(now, urns).alias("rule"),
-            copy.alias("copy"),
             "id",
             "body_attempts",
             "attempts",
@@ -161,17 +155,13 @@ class Classifier:
 
     def __call__(self, rows: DataFrame, now_ms: int) -> DataFrame:
         """The :func:`decoded` ``rows`` as settle's Python part reads them (:data:`CLASSIFIED`), in
-        ``partitions`` partitions by ``meta.id``, each sorted so that a message's copies follow it."""
+        the partitions that read them."""
         from pyspark.sql import functions as sf
 
-        rows = rows.withColumn(_SEQ, self._seq).repartition(self.partitions, self._by_id)
         return rows.withColumn(_NOW, sf.lit(now_ms).cast("long")).select(*self._columns)
 
 
-def classified(
-    rows: DataFrame, *, now_ms: int, urns: Sequence[str], policy: rules.RetryPolicy, partitions: int
-) -> DataFrame:
+def classified(rows: DataFrame, *, now_ms: int, urns: Sequence[str], policy: rules.RetryPolicy) -> DataFrame:
     """The :func:`decoded` ``rows`` as settle's Python part reads them (:data:`CLASSIFIED`), in
-    ``partitions`` partitions by ``meta.id``, each sorted so that a message's copies follow it
-    (:class:`Classifier`, built for one call)."""
-    return Classifier(urns=urns, policy=policy, partitions=partitions)(rows, now_ms)
+    the partitions that read them (:class:`Classifier`, built for one call)."""
+    return Classifier(urns=urns, policy=policy)(rows, now_ms)

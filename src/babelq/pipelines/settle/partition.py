@@ -1,17 +1,19 @@
 """Settle's work on one partition of a micro-batch: the handler, one ledger transaction, the outbox.
 
 Runs in a Spark Python worker, in every partition of the micro-batch at once, over the Arrow
-batches of the rows :func:`babelq.pipelines.settle.classify.classified` made on the JVM: decoded,
-given their consume rule (``rule``), marked when they are a ``copy`` of a message met earlier in
-the micro-batch, hash-partitioned by ``meta.id``. Only the rows that need it are read further in
-Python (``data`` for the handler, the envelope for a dead letter or a retry); the bodies stay in
-Arrow otherwise. Per row, in order:
+batches of the rows :func:`babelq.pipelines.settle.classify.classified` made on the JVM in the same
+task: read from the broker by this partition's slot, decoded, given their consume rule (``rule``).
+Only the rows that need it are read further in Python (``data`` for the handler, the envelope for
+a dead letter or a retry); the bodies stay in Arrow otherwise. A row is a copy when the partition
+met the same ``meta.id`` at the same body attempts and verdict earlier (:func:`_copies`; copies
+read by two slots are told apart by the ledger, see :mod:`babelq.pipelines.settle.classify`).
+Per row, in order:
 
 1. rule ``poison`` / ``unsupported`` -> DLQ with the exact bytes kept
    (:func:`~babelq.envelope.poison_record`; the record's error is the core codec's own reason);
 2. ``meta.id`` already in the processed-ids table (redelivery, replay, redrive) -> dropped: the
    payment is posted, so no later copy is dead-lettered, deferred or retried, whatever else it is;
-3. a ``copy`` of a message met earlier in the micro-batch -> dropped (its first copy is settled);
+3. a copy of a message met earlier in the partition -> dropped (its first copy is settled);
 4. rule ``expired`` -> DLQ (``failed``, cause ``expired``); ``deferred`` -> published again,
    unchanged, for the rest of its delay; ``unknown_urn`` -> DLQ (reason and cause ``unknown_urn``);
 5. the handler: data breaking the URN's JSON Schema or not validated by ingest -> DLQ (cause
@@ -153,10 +155,11 @@ class _Rows:
 class _Partition:
     """The decisions of one partition: outbox rows with their labels, postings, counts."""
 
-    def __init__(self, config: SettleConfig, now: int, rows: _Rows) -> None:
+    def __init__(self, config: SettleConfig, now: int, rows: _Rows, slot: int = 0) -> None:
         self.config = config
         self.now = now
         self.rows = rows
+        self.slot = slot
         self.policy = config.policy
         self.outbound: list[Outbound] = []
         self.labels: dict[str, tuple[str, str | None]] = {}  # outbox key -> (outcome, cause)
@@ -167,11 +170,11 @@ class _Partition:
 
     # -- keys ----------------------------------------------------------------------------
     def raw_key(self, raw: bytes) -> str:
-        """The key of a body without a trustworthy id: its bytes, and which copy of them in the partition
-        (every copy of an id-less body lands in the same partition, the one of the empty id)."""
+        """The key of a body without a trustworthy id: its bytes, the read slot and which copy of
+        them in the slot's partition (two slots that each read the same bytes dead-letter both)."""
         digest = hashlib.sha256(raw).hexdigest()
         self._copies[digest] += 1
-        return outbox_key(f"bytes:{digest}#{self._copies[digest]}")
+        return outbox_key(f"bytes:{digest}@{self.slot}#{self._copies[digest]}")
 
     def key_of(self, i: int, raw: bytes) -> str:
         """The outbox key of a decoded message: its id and body attempts, else its bytes."""
@@ -327,8 +330,8 @@ def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> 
     long each phase took in this task, in microseconds."""
     clock = _Clock()
     rows = _Rows(batches)
-    clock.lap("read")  # waiting for the JVM's rows (shuffle read, sort, window) and Arrow -> Python
-    part = _Partition(config, now, rows)
+    clock.lap("read")  # waiting for the JVM's rows (the broker's reservation, decode) and Arrow -> Python
+    part = _Partition(config, now, rows, _slot())
     if rows.count:
         ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
         try:
@@ -340,11 +343,38 @@ def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> 
     yield _arrow(part.counts, clock.laps, rows.readers)
 
 
+def _slot() -> int:
+    """This task's partition (the source's read slot), 0 outside a Spark task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+#: the rules of rows decode rejected (the copies' verdict: an envelope is never a copy of a non-envelope)
+_REJECTED = frozenset({rules.POISON, rules.UNSUPPORTED})
+
+
+def _copies(ids: list[str | None], attempts: list[int | None], rule_of: list[str | None]) -> list[bool]:
+    """Per row: whether an earlier row of the partition has its non-empty id, body attempts and verdict."""
+    seen: set[tuple[str, int | None, bool]] = set()
+    out: list[bool] = []
+    for mid, attempt, rule in zip(ids, attempts, rule_of, strict=True):
+        if not mid:
+            out.append(False)
+            continue
+        key = (mid, attempt, rule in _REJECTED)
+        out.append(key in seen)
+        seen.add(key)
+    return out
+
+
 def _decide(part: _Partition, ledger: Ledger) -> None:
     """Every row's outcome, in the module docstring's order (the ledger is only read here)."""
     rows = part.rows
     columns = rows.columns
-    rule_of, ids, copies = columns["rule"], columns["id"], columns["copy"]
+    rule_of, ids = columns["rule"], columns["id"]
+    copies = _copies(ids, columns["body_attempts"], rule_of)
     guarded = [ids[i] for i in range(rows.count) if ids[i] and rule_of[i] in _GUARDED and not copies[i]]
     processed = ledger.already_processed(guarded) if guarded else set()
     counts = part.counts

@@ -2,16 +2,17 @@
 
 The query reads the queue through the ``babelq`` source (acks after each micro-batch
 commits) and hands every micro-batch to :func:`process_batch`, one Spark action per
-micro-batch, in two stages:
+micro-batch, one stage whose tasks are the source's read slots, each doing all of this for the
+rows it read (no body crosses a shuffle):
 
 * on the JVM (:mod:`babelq.pipelines.settle.classify`): every body decoded by babelq's scanner,
   classified by the consume rules the worker runtime applies (:mod:`babelq.runtime.rules`: poison,
-  unsupported, expired, deferred, unknown URN, copies, retry or DLQ on failure) as Spark
-  expressions, hash-partitioned by ``meta.id`` so that copies of a message meet in one partition;
-* in Python, in every partition at once (:mod:`babelq.pipelines.settle.partition`): the handler
-  (schema, core banking) for the rows that reach it, then one ledger transaction per partition
-  holding its postings, processed ids and outbox claims, then the partition's dead letters and
-  retries published from that executor through the ``babelq`` transports.
+  unsupported, expired, deferred, unknown URN, retry or DLQ on failure) as Spark expressions;
+* in Python (:mod:`babelq.pipelines.settle.partition`): the handler (schema, core banking) for
+  the rows that reach it (a copy met earlier in the partition is dropped; the ledger drops one
+  that two partitions met), then one ledger transaction per partition holding its postings,
+  processed ids and outbox claims, then the partition's dead letters and retries published from
+  that executor through the ``babelq`` transports.
 
 The micro-batch is read once (the source reserves when it is read): everything happens in the
 one ``collect`` of the partitions' outcome counts.
@@ -109,17 +110,17 @@ class InjectedCrashError(BabelqError):
 
 
 def settle_frame(
-    df: Any, config: SettleConfig, *, partitions: int, now: int | None = None,
+    df: Any, config: SettleConfig, *, now: int | None = None,
     seconds: dict[str, float] | None = None, readers: dict[str, int] | None = None,
     classifier: Classifier | None = None,
 ) -> dict[tuple[str, str], int]:
     """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle.classify.decoded` made (of a
-    ``body`` column, optionally ``broker_attempts`` and ``read_by``), in ``partitions`` parallel
-    tasks; returns how many had each (outcome, cause), adds each phase's seconds (summed over the
-    tasks) to ``seconds`` and the messages per reading process to ``readers``. One Spark action,
-    so a streaming micro-batch is read (reserved) once."""
+    ``body`` column, optionally ``broker_attempts`` and ``read_by``), each of its partitions by one
+    task (no shuffle); returns how many had each (outcome, cause), adds each phase's seconds
+    (summed over the tasks) to ``seconds`` and the messages per reading process to ``readers``.
+    One Spark action, so a streaming micro-batch is read (reserved) once."""
     at = now if now is not None else now_ms()
-    classify = classifier or Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
+    classify = classifier or Classifier(urns=HANDLED_URNS, policy=config.policy)
     rows = classify(df, at)
     outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str], int] = {}
@@ -143,19 +144,17 @@ def process_batch(
     *,
     config: SettleConfig,
     stats: SettleStats,
-    partitions: int = 2,
     fail_after_batches: int | None = None,
     classifier: Classifier | None = None,
     checkpoint: str | Path | None = None,
 ) -> None:
-    """foreachBatch body: settle one micro-batch, already decoded (one Spark action, ``partitions`` tasks;
+    """foreachBatch body: settle one micro-batch, already decoded (one Spark action, a task per read slot;
     ``classifier``: the query's, built once), then ack its messages (:func:`ack_settled`; the
     query's ``checkpoint`` holds the batch's plan)."""
     started = time.perf_counter()
     phases: dict[str, float] = {}
     readers: dict[str, int] = {}
-    counts = settle_frame(df, config, partitions=partitions, seconds=phases, readers=readers,
-                          classifier=classifier)
+    counts = settle_frame(df, config, seconds=phases, readers=readers, classifier=classifier)
     stats.record(counts, phases, readers)
     n = sum(counts.values())
     seconds = time.perf_counter() - started
@@ -264,7 +263,6 @@ class SettleQuery:
     config: SettleConfig
     stream: Any
     classifier: Classifier
-    partitions: int
     #: outbox rows a crashed run committed but never published, published while preparing
     republished: int = 0
 
@@ -282,7 +280,7 @@ class SettleQuery:
         config, queue, url = self.config, self.config.queue, self.config.url
         republished = self.republished
         stats = stats or SettleStats()
-        handler = partial(process_batch, config=config, stats=stats, partitions=self.partitions,
+        handler = partial(process_batch, config=config, stats=stats,
                           fail_after_batches=fail_after_batches, classifier=self.classifier,
                           checkpoint=checkpoint)
         started = time.monotonic()
@@ -389,8 +387,8 @@ def prepare_settle(
         .option("visibilityTimeout", str(visibility_timeout))
         .load()
     )
-    classifier = Classifier(urns=HANDLED_URNS, policy=config.policy, partitions=partitions)
-    return SettleQuery(config, stream, classifier, partitions, republished)
+    classifier = Classifier(urns=HANDLED_URNS, policy=config.policy)
+    return SettleQuery(config, stream, classifier, republished)
 
 
 class SettleOptions(TypedDict, total=False):
