@@ -78,3 +78,32 @@ def test_copies_read_by_two_slots_are_settled_once(spark: Any, tmp_path: Path, u
     assert [(r.id, r.attempts) for r in retries] == [(retried.id, 1)]
     assert len(dead) == 3
     assert sum(1 for body in dead if garbage in body or b"not json" in body) == 2
+
+
+def test_the_default_micro_batch_is_big_where_the_executors_read(tmp_path: Path) -> None:
+    from babelq.pipelines.settle.query import DRIVER_READS_BATCH, EXECUTORS_READ_BATCH, default_batch
+
+    assert (EXECUTORS_READ_BATCH, DRIVER_READS_BATCH) == (100_000, 20_000)
+    assert default_batch(f"sqlite://{tmp_path}/q.db") == EXECUTORS_READ_BATCH
+    assert default_batch("redis://127.0.0.1:6379/0") == EXECUTORS_READ_BATCH
+    assert default_batch("amqp://guest:guest@127.0.0.1:5672/%2F") == DRIVER_READS_BATCH
+    assert default_batch("sqs://127.0.0.1:4566/000000000000") == DRIVER_READS_BATCH
+
+
+def test_settle_without_a_batch_size_takes_30k_messages_in_one_micro_batch(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    from babelq.pipelines.settle import settle
+    from babelq.transports import Outgoing
+
+    url = f"sqlite://{tmp_path}/q.db"
+    transport = open_transport(url)
+    try:
+        transport.publish_many(unique_queue, [Outgoing(transfer(f"PAY-B{i}", unique_queue).encode())
+                                              for i in range(30_000)])
+    finally:
+        transport.close()
+    run = settle(spark, url=url, queue=unique_queue, ledger=str(tmp_path / "ledger.db"),
+                 checkpoint=str(tmp_path / "ck"), timeout=240)
+    assert run.drained and run.stats.count("posted") == 30_000
+    assert run.stats.batches == 1  # 20,000 per micro-batch made two

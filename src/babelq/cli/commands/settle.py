@@ -41,7 +41,11 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--retry-delay-ms", type=int, default=1_000, help="base delay of a retry's jittered backoff, in ms"
     )
-    parser.add_argument("--batch", type=int, default=20_000, help="max messages per micro-batch")
+    parser.add_argument(
+        "--batch", type=int, default=None,
+        help="max messages per micro-batch (default: 100000 where the executors read the broker: "
+             "sqlite, redis; 20000 where the driver does: amqp, sqs)",
+    )
     parser.add_argument(
         "--timeout", type=float, default=3_600.0, metavar="SECONDS", help="stop after this many seconds"
     )
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger
     check_before_spark(args, broker=url, ledger=args.ledger)
     for option, value in (("--batch", args.batch), ("--max-attempts", args.max_attempts)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ConfigurationError(f"{option}: must be at least 1, got {value}")
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")

@@ -103,6 +103,20 @@ _POLL_SECONDS = 0.1
 #: How often the query asks the broker for more when the last micro-batch is done (milliseconds): a
 #: micro-batch slower than this starts the next at once, so it is the latency of an idle queue.
 TRIGGER_MS = 100
+#: Settle's micro-batch when the caller names none and the executors read the broker (SQLite,
+#: Redis): each micro-batch pays fixed costs (a Spark job, planning, the ack), so a big one. At
+#: 100,000 a settle on 2 cores ran 20.7k messages/s, at 20,000 14.4k (bench/bench_settle.py).
+EXECUTORS_READ_BATCH = 100_000
+#: ... and where the driver's planner reads (AMQP, SQS): every body of a micro-batch passes through
+#: the driver's memory, so a smaller one.
+DRIVER_READS_BATCH = 20_000
+
+
+def default_batch(url: str) -> int:
+    """Settle's messages per micro-batch for ``url`` when none is given (see :data:`EXECUTORS_READ_BATCH`)."""
+    from babelq.spark.datasource.stream_reader import executors_read
+
+    return EXECUTORS_READ_BATCH if executors_read(url) else DRIVER_READS_BATCH
 
 
 class InjectedCrashError(BabelqError):
@@ -356,7 +370,7 @@ def prepare_settle(
     ledger_prefix: str = "",
     max_attempts: int = 3,
     retry_delay_ms: int = 1_000,
-    max_messages_per_batch: int = 20_000,
+    max_messages_per_batch: int | None = None,
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
 ) -> SettleQuery:
@@ -382,7 +396,7 @@ def prepare_settle(
         spark.readStream.format("babelq")
         .option("url", url)
         .option("queue", queue)
-        .option("maxMessagesPerBatch", str(max_messages_per_batch))
+        .option("maxMessagesPerBatch", str(max_messages_per_batch or default_batch(url)))
         .option("numPartitions", str(partitions))
         .option("visibilityTimeout", str(visibility_timeout))
         .load()
@@ -397,7 +411,7 @@ class SettleOptions(TypedDict, total=False):
     ledger_prefix: str
     max_attempts: int
     retry_delay_ms: int
-    max_messages_per_batch: int
+    max_messages_per_batch: int | None
     num_partitions: int | None
     visibility_timeout: float
 
@@ -430,11 +444,12 @@ def settle(
     :func:`prepare_settle` then :meth:`SettleQuery.run`, in one call; ``settings`` are theirs:
     ``ledger_prefix``, ``max_attempts`` (3), ``retry_delay_ms`` (1000: the base of the retries'
     jittered backoff, :class:`babelq.runtime.rules.RetryPolicy`), ``max_messages_per_batch``
-    (20000), ``num_partitions`` (how many tasks read and settle each micro-batch in parallel;
-    default: Spark's default parallelism, the cores of a local master), ``visibility_timeout``
-    (300 s); ``timeout`` (600 s), ``stats``, ``on_poll`` and ``trigger_ms``. Raises the query's
-    error if it dies (e.g. :class:`InjectedCrashError` from the test hook); the checkpoint then
-    lets the next call continue.
+    (:func:`default_batch`: 100,000 where the executors read the broker, SQLite and Redis; 20,000
+    where the driver's planner does, AMQP and SQS), ``num_partitions`` (how many tasks read and
+    settle each micro-batch in parallel; default: Spark's default parallelism, the cores of a
+    local master), ``visibility_timeout`` (300 s); ``timeout`` (600 s), ``stats``, ``on_poll`` and
+    ``trigger_ms``. Raises the query's error if it dies (e.g. :class:`InjectedCrashError` from the
+    test hook); the checkpoint then lets the next call continue.
     """
     preparing, running = SettleOptions.__optional_keys__, RunOptions.__optional_keys__
     unknown = sorted(settings.keys() - preparing - running)

@@ -465,10 +465,16 @@ class DriverStreamReader(_StreamReader):
             transport.close()
 
 
-def stream_reader(options: SourceOptions) -> _StreamReader:
-    """The reader for ``options.url``: executors read where the transport has tagged reservations."""
+def executors_read(url: str) -> bool:
+    """Whether the streaming source's tasks reserve ``url``'s messages on the executors (the
+    transport has tagged reservations) rather than the driver's planner."""
     from babelq.transports import transport_class
 
-    if transport_class(options.url).tagged_reservations:
+    return transport_class(url).tagged_reservations
+
+
+def stream_reader(options: SourceOptions) -> _StreamReader:
+    """The reader for ``options.url``: executors read where the transport has tagged reservations."""
+    if executors_read(options.url):
         return SlotStreamReader(options)
     return DriverStreamReader(options)
