@@ -108,7 +108,8 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--batch", type=int, default=20_000, help="max messages per micro-batch")
+    parser.add_argument("--batch", type=int, default=100_000,
+                        help="max messages per micro-batch (settle's own default on SQLite: 100,000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args()
