@@ -212,9 +212,14 @@ def test_a_retry_meeting_its_redelivered_original_in_one_batch_is_not_dropped(
     assert sorted(decode(b).attempts for b in retries) == [1, 1]
     # the originals, never acked, come back in the same batch as their retries
     again = _run(spark, config, [closed.encode(), transient.encode(), *retries])
-    assert again == {
-        ("duplicate", "already_settled"): 2, ("retried", "core_banking"): 1, ("posted", ""): 1,
+    # the originals are duplicates: already settled (their retry's outbox key), or already
+    # processed when the partition holding the transient's retry posted it first
+    assert {k: n for k, n in again.items() if k[0] != "duplicate"} == {
+        ("retried", "core_banking"): 1, ("posted", ""): 1,
     }
+    assert sum(n for k, n in again.items() if k[0] == "duplicate") == 2
+    assert {cause for outcome, cause in again if outcome == "duplicate"} <= {"already_settled",
+                                                                           "already_processed"}
     [second_retry] = _drain(config.url, unique_queue)
     assert decode(second_retry).attempts == 2
     assert _run(spark, config, [second_retry]) == {("dead_lettered", "max_attempts"): 1}
