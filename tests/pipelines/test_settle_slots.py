@@ -107,3 +107,32 @@ def test_settle_without_a_batch_size_takes_30k_messages_in_one_micro_batch(
                  checkpoint=str(tmp_path / "ck"), timeout=240)
     assert run.drained and run.stats.count("posted") == 30_000
     assert run.stats.batches == 1  # 20,000 per micro-batch made two
+
+
+@pytest.mark.live
+def test_settle_reads_a_laravel_layout_redis_queue_through_the_driver(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """``?laravel=1`` opens a layout without tagged reservations although the scheme is redis:
+    the source must read it on the driver (its executors cannot reserve by tag there)."""
+    from babelq.pipelines.settle import settle
+    from babelq.pipelines.settle.query import DRIVER_READS_BATCH, default_batch
+    from babelq.spark.datasource.stream_reader import executors_read
+    from babelq.transports import Outgoing
+    from conftest import require_service
+
+    require_service("redis")
+    url = "redis://127.0.0.1:6379/15?laravel=1"
+    assert not executors_read(url) and default_batch(url) == DRIVER_READS_BATCH
+    transport = open_transport(url)
+    try:
+        transport.purge(unique_queue)
+        transport.publish_many(unique_queue, [Outgoing(transfer(f"PAY-L{i}", unique_queue).encode())
+                                              for i in range(5)])
+        run = settle(spark, url=url, queue=unique_queue, ledger=str(tmp_path / "ledger.db"),
+                     checkpoint=str(tmp_path / "ck"), timeout=120)
+        assert run.drained and run.stats.count("posted") == 5
+        assert transport.size(unique_queue) == 0
+    finally:
+        transport.purge(unique_queue)
+        transport.close()

@@ -115,6 +115,11 @@ class Transport(Protocol):
         """Keyword options for a consumer that holds up to ``max_held`` reservations at once
         (:meth:`BaseTransport.holder_options`)."""
 
+    @classmethod
+    def tagged_for(cls, url: str) -> bool:
+        """Whether the transport :meth:`from_url` opens for ``url`` has tagged reservations,
+        without opening it (:meth:`BaseTransport.tagged_for`)."""
+
     def publish(
         self,
         queue: str,
@@ -222,6 +227,13 @@ class BaseTransport:
     scheme = ""
     leased_reservations: ClassVar[bool] = True
     tagged_reservations: ClassVar[bool] = False
+
+    @classmethod
+    def tagged_for(cls, url: str) -> bool:
+        """Whether ``from_url(url)`` opens a transport with tagged reservations: this class's
+        :attr:`tagged_reservations`, unless a URL option picks a layout of another class (Redis's
+        ``laravel=1``), which that transport's override says. Nothing is opened."""
+        return cls.tagged_reservations
 
     @classmethod
     def holder_options(cls, *, max_held: int, visibility_timeout: float, snapshot: bool) -> dict[str, Any]:

@@ -571,6 +571,11 @@ class RedisTransport(RedisConnection):
         self._keys: dict[str, QueueKeys] = {}
 
     @classmethod
+    def tagged_for(cls, url: str) -> bool:
+        """The default layout reserves by tag; ``laravel=1`` opens one that cannot."""
+        return not RedisOptions.parse(TransportURL.split(url), {}).wants_laravel
+
+    @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisTransport | RedisLaravelTransport:
         """Our options are taken out of the query; redis-py's stay in the URL it opens; any other
         key is refused (:class:`~babelq.transports.redis_options.RedisOptions`).

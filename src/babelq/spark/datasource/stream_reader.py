@@ -467,10 +467,10 @@ class DriverStreamReader(_StreamReader):
 
 def executors_read(url: str) -> bool:
     """Whether the streaming source's tasks reserve ``url``'s messages on the executors (the
-    transport has tagged reservations) rather than the driver's planner."""
+    transport ``url`` opens has tagged reservations) rather than the driver's planner."""
     from babelq.transports import transport_class
 
-    return transport_class(url).tagged_reservations
+    return transport_class(url).tagged_for(url)
 
 
 def stream_reader(options: SourceOptions) -> _StreamReader:
