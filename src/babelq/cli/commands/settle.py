@@ -44,7 +44,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--batch", type=int, default=None,
         help="max messages per micro-batch (default: 100000 where the executors read the broker: "
-             "sqlite, redis; 20000 where the driver does: amqp, sqs)",
+             "sqlite, redis; 20000 where the driver does: amqp, sqs, redis with laravel=1)",
     )
     parser.add_argument(
         "--timeout", type=float, default=3_600.0, metavar="SECONDS", help="stop after this many seconds"

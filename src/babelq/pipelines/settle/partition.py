@@ -155,7 +155,7 @@ class _Rows:
 class _Partition:
     """The decisions of one partition: outbox rows with their labels, postings, counts."""
 
-    def __init__(self, config: SettleConfig, now: int, rows: _Rows, slot: int = 0) -> None:
+    def __init__(self, config: SettleConfig, now: int, rows: _Rows, slot: int) -> None:
         self.config = config
         self.now = now
         self.rows = rows
@@ -351,7 +351,8 @@ def _slot() -> int:
     return context.partitionId() if context is not None else 0
 
 
-#: the rules of rows decode rejected (the copies' verdict: an envelope is never a copy of a non-envelope)
+#: the rules of rows decode rejected: dead-lettered before any other check, and the verdict part of
+#: a copy's identity (an envelope is never a copy of a non-envelope)
 _REJECTED = frozenset({rules.POISON, rules.UNSUPPORTED})
 
 
@@ -387,7 +388,7 @@ def _decide(part: _Partition, ledger: Ledger) -> None:
                 raise
             except Exception as exc:
                 _unprocessable(part, i, exc)
-        elif rule in (rules.POISON, rules.UNSUPPORTED):
+        elif rule in _REJECTED:
             _isolated(part, i, _before_handler, rule)
         elif ids[i] and ids[i] in processed:
             counts[DUPLICATE, ALREADY_PROCESSED] += 1

@@ -445,11 +445,12 @@ def settle(
     ``ledger_prefix``, ``max_attempts`` (3), ``retry_delay_ms`` (1000: the base of the retries'
     jittered backoff, :class:`babelq.runtime.rules.RetryPolicy`), ``max_messages_per_batch``
     (:func:`default_batch`: 100,000 where the executors read the broker, SQLite and Redis; 20,000
-    where the driver's planner does, AMQP and SQS), ``num_partitions`` (how many tasks read and
-    settle each micro-batch in parallel; default: Spark's default parallelism, the cores of a
-    local master), ``visibility_timeout`` (300 s); ``timeout`` (600 s), ``stats``, ``on_poll`` and
-    ``trigger_ms``. Raises the query's error if it dies (e.g. :class:`InjectedCrashError` from the
-    test hook); the checkpoint then lets the next call continue.
+    where the driver's planner does, AMQP, SQS, Redis's Laravel layout), ``num_partitions`` (how
+    many tasks read and settle each micro-batch in parallel; default: Spark's default parallelism,
+    the cores of a local master), ``visibility_timeout`` (300 s); ``timeout`` (600 s), ``stats``,
+    ``on_poll`` and ``trigger_ms``. Raises the query's error if it dies (e.g.
+    :class:`InjectedCrashError` from the test hook); the checkpoint then lets the next call
+    continue.
     """
     preparing, running = SettleOptions.__optional_keys__, RunOptions.__optional_keys__
     unknown = sorted(settings.keys() - preparing - running)
