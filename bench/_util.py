@@ -13,6 +13,7 @@ import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -113,3 +114,17 @@ def timed_calls(inner: Callable[..., None], busy: list[float]) -> Callable[..., 
             busy.append(time.perf_counter() - started)
 
     return call
+
+
+def worktree_src(rev: str) -> Path:
+    """The ``src`` of a detached git worktree of revision ``rev`` (made once, in the temp directory),
+    for a benchmark that runs an older tree next to the current one."""
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    path = Path(tempfile.gettempdir()) / f"babelq-bench-{rev[:12]}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "-f", str(path), rev],
+                       check=True, capture_output=True)
+    return path / "src"

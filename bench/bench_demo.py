@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import print_table  # noqa: E402 - the bench directory is not a package
+from _util import print_table, worktree_src  # noqa: E402 - the bench directory is not a package
 
 
 @dataclass
@@ -122,14 +122,6 @@ def run_demo(rows: int, src: Path | None) -> DemoRun:
                    sampler.peak_python, sampler.peak_jvm, stages)
 
 
-def _worktree(rev: str) -> Path:
-    path = Path(tempfile.gettempdir()) / f"babelq-bench-{rev[:12]}"
-    if not path.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), rev],
-                       check=True, capture_output=True)
-    return path / "src"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="100000,1000000", help="comma-separated sizes")
@@ -138,7 +130,7 @@ def main() -> None:
     sizes = [int(n) for n in args.rows.split(",")]
     trees: dict[str, Path | None] = {"current": None}
     if args.baseline:
-        trees[f"baseline {args.baseline}"] = _worktree(args.baseline)
+        trees[f"baseline {args.baseline}"] = worktree_src(args.baseline)
     results: dict[tuple[str, int], DemoRun] = {}
     for rows in sizes:
         for name, src in trees.items():

@@ -16,14 +16,23 @@ messages/s over the whole ``settle`` call (query start to "drained"), and of the
 inside the micro-batch bodies (``foreachBatch``) versus the rest (the source's reservations and
 acks, planning, triggers, the drain check); then the ratio of the medians.
 
-Usage: ``python3 dev.py bench settle [--rows N] [--batch N] [--rounds N] [--partitions N]``.
+``--baseline REV`` compares whole trees instead: the current tree's ``settle`` against the one of
+git revision REV (a worktree; e.g. ``764372d``, the code of the day the settle speed target was
+set, whose source the driver read and whose settle ran in one task), each in its own process and
+Spark session (``bench/settle_runner.py``) with its own defaults, over the same workload, rounds
+alternating; printed: each side's messages/s per round, the medians and their ratio.
+
+Usage: ``python3 dev.py bench settle [--rows N] [--batch N] [--rounds N] [--partitions N]
+[--baseline REV]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -112,7 +121,12 @@ def main() -> None:
                         help="max messages per micro-batch (settle's own default on SQLite: 100,000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--baseline", help="a git revision whose whole settle to run next to the current "
+                        "tree's (--batch and --partitions then do not apply: each tree's defaults)")
     args = parser.parse_args()
+    if args.baseline:
+        compare_trees(args.baseline, args.rows, args.rounds)
+        return
 
     from pyspark import cloudpickle
 
@@ -155,6 +169,77 @@ def main() -> None:
     ratio = medians["spark job"] / medians["single task (before)"]
     print(f"  spark job / single task: {ratio:.2f}x (target: 5x)")
     spark.stop()
+
+
+class _Side:
+    """A settle_runner.py process running one tree's settle, a round per request."""
+
+    def __init__(self, name: str, src: Path, payload_file: str, log_file: Any) -> None:
+        env = dict(os.environ)
+        for variable in ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER"):
+            env.pop(variable, None)
+        env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
+        self.name = name
+        runner = Path(__file__).resolve().parent / "settle_runner.py"
+        self.process = subprocess.Popen([sys.executable, str(runner), payload_file], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=log_file, text=True, env=env)
+
+    def round(self) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("round\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith("ROUND "):
+                answer: dict[str, Any] = json.loads(line[len("ROUND "):])
+                if not answer["drained"] or answer["posted"] != answer["expected"]:
+                    raise SystemExit(f"{self.name}: round did not settle: {answer}")
+                return answer
+        raise SystemExit(f"{self.name}: the runner stopped (exit {self.process.wait()}); see its log above")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+def compare_trees(revision: str, rows: int, rounds: int) -> None:
+    """The current tree's whole settle against revision ``revision``'s, alternating rounds."""
+    import pickle
+
+    from _util import worktree_src
+
+    root = Path(__file__).resolve().parent.parent
+    payload, expected = bodies(rows)
+    with tempfile.TemporaryDirectory(prefix="bench-settle-trees-") as tmp:
+        payload_file = f"{tmp}/payload.pickle"
+        Path(payload_file).write_bytes(pickle.dumps((payload, expected)))
+        print(f"settle of {len(payload):,} messages ({rows:,} payments + copies), SQLite broker and ledger, "
+              f"local[2], each tree with its own defaults; {rounds} alternated rounds after a warm-up")
+        with open(f"{tmp}/runners.log", "w") as log_file:
+            sides = [_Side("current", root / "src", payload_file, log_file),
+                     _Side(revision, worktree_src(revision), payload_file, log_file)]
+            rates: dict[str, list[float]] = {side.name: [] for side in sides}
+            try:
+                for round_no in range(rounds + 1):
+                    for side in sides:
+                        got = side.round()
+                        rate = got["messages"] / got["seconds"]
+                        label = "warm-up" if round_no == 0 else f"round {round_no}"
+                        print(f"  {label:<8} {side.name:<12} {got['seconds']:7.2f} s  {rate:9,.0f} msg/s",
+                              flush=True)
+                        if round_no:
+                            rates[side.name].append(rate)
+            except SystemExit:
+                log_file.flush()
+                print(Path(f"{tmp}/runners.log").read_text()[-4000:], file=sys.stderr)
+                raise
+            finally:
+                for side in sides:
+                    side.close()
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, values in rates.items():
+        print(f"  {name:<12} {medians[name]:9,.0f} msg/s [{min(values):,.0f} - {max(values):,.0f}]")
+    print(f"  current / {revision}: {medians['current'] / medians[revision]:.2f}x (target: 5x)")
 
 
 if __name__ == "__main__":
