@@ -1,0 +1,100 @@
+"""Settle's background acks: the last micro-batch counts as acked only once its own ack is done.
+
+The acks run in a thread (:class:`babelq.pipelines.settle.query.BatchAcks`), so an older batch's
+ack can finish while the next batch is already settling; settle's drain check reads
+``stats.last_batch_acked``, and a stale ``True`` there would let it call a queue drained while
+the latest batch's messages are still held. The ack itself is real in the settle tests (SQLite,
+Redis, the SIGKILL tests); here it is replaced by one that waits for the test's signal, to put
+the two batches in the order that matters.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+import babelq.pipelines.settle.query as settle_query
+from babelq.pipelines.settle.partition import SettleConfig
+from babelq.pipelines.settle.query import BatchAcks, SettleStats
+
+
+class _GatedAck:
+    """ack_settled's stand-in: every batch's ack waits until the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.gates: dict[int, threading.Event] = {}
+        self.started: dict[int, threading.Event] = {}
+        self.done: list[int] = []
+
+    def __call__(self, config: SettleConfig, checkpoint: str | Path, batch_id: int) -> bool:
+        self.started.setdefault(batch_id, threading.Event()).set()
+        self.gates.setdefault(batch_id, threading.Event()).wait(30)
+        self.done.append(batch_id)
+        return True
+
+    def open(self, batch_id: int) -> None:
+        self.gates.setdefault(batch_id, threading.Event()).set()
+
+
+@pytest.fixture
+def gated(monkeypatch: pytest.MonkeyPatch) -> _GatedAck:
+    ack = _GatedAck()
+    monkeypatch.setattr(settle_query, "ack_settled", ack)
+    return ack
+
+
+def _acks(tmp_path: Path) -> tuple[BatchAcks, SettleStats]:
+    stats = SettleStats()
+    config = SettleConfig(url=f"sqlite://{tmp_path}/q.db", queue="payments", ledger=str(tmp_path / "l.db"))
+    return BatchAcks(config, tmp_path / "ck", stats), stats
+
+
+def test_an_older_batch_ack_does_not_mark_the_latest_batch_acked(gated: _GatedAck, tmp_path: Path) -> None:
+    acks, stats = _acks(tmp_path)
+    try:
+        acks.expect(0)
+        stats.record({("posted", ""): 10})
+        acks.submit(0)
+        assert gated.started.setdefault(0, threading.Event()).wait(10)
+        acks.expect(1)  # batch 1 starts settling while batch 0's ack is still running
+        stats.record({("posted", ""): 5})
+        gated.open(0)
+        acks.submit(1)  # queued behind batch 0's ack: one thread, in order
+        assert gated.started.setdefault(1, threading.Event()).wait(10)
+        assert gated.done == [0]
+        assert not stats.last_batch_acked  # batch 0's ack says nothing about batch 1
+        gated.open(1)
+    finally:
+        acks.close()
+    assert gated.done == [0, 1]
+    assert stats.last_batch_acked
+
+
+def test_close_waits_for_the_acks_asked_for(gated: _GatedAck, tmp_path: Path) -> None:
+    acks, stats = _acks(tmp_path)
+    acks.expect(3)
+    stats.record({("posted", ""): 1})
+    acks.submit(3)
+    assert gated.started.setdefault(3, threading.Event()).wait(10)
+    threading.Timer(0.3, gated.open, args=(3,)).start()
+    acks.close()
+    assert gated.done == [3]
+    assert stats.last_batch_acked
+
+
+def test_a_failing_ack_is_logged_and_leaves_the_batch_unacked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(config: SettleConfig, checkpoint: str | Path, batch_id: int) -> bool:
+        raise RuntimeError("the offset log cannot be read")
+
+    monkeypatch.setattr(settle_query, "ack_settled", broken)
+    acks, stats = _acks(tmp_path)
+    acks.expect(0)
+    stats.record({("posted", ""): 1})
+    acks.submit(0)
+    acks.close()
+    assert not stats.last_batch_acked  # the source acks it when Spark commits the batch
+    assert "settle batch 0: acking its messages failed" in caplog.text
