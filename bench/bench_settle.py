@@ -73,13 +73,24 @@ def bodies(n: int) -> tuple[list[bytes], int]:
     return out + copies, expected
 
 
+def fill_queue(url: str, payload: list[bytes]) -> None:
+    """Publish the workload to queue ``payments`` at ``url``, 20,000 messages per call."""
+    from babelq.transports import Outgoing, open_transport
+
+    transport = open_transport(url)
+    try:
+        for start in range(0, len(payload), 20_000):
+            transport.publish_many("payments", [Outgoing(b) for b in payload[start:start + 20_000]])
+    finally:
+        transport.close()
+
+
 def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, batch: int,
               partitions: int) -> tuple[float, int, float, dict[str, float]]:
     """(seconds of the settle call, messages settled, seconds inside foreachBatch, seconds per phase of
     the partitions' Python work summed over the tasks: the current code's profile)."""
     import babelq.pipelines.settle.query as settle_module
     from babelq.pipelines.ledger import open_ledger
-    from babelq.transports import Outgoing, open_transport
 
     busy: list[float] = []
     original, original_decoded = settle_module.process_batch, settle_module.decoded  # type: ignore[attr-defined]
@@ -93,10 +104,7 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
     try:
         with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
             url = f"sqlite://{tmp}/q.db"
-            transport = open_transport(url)
-            for start in range(0, len(payload), 20_000):
-                transport.publish_many("payments", [Outgoing(b) for b in payload[start:start + 20_000]])
-            transport.close()
+            fill_queue(url, payload)
             run = settle_module.settle(
                 spark, url=url, queue="payments", ledger=f"{tmp}/ledger.db", checkpoint=f"{tmp}/ck",
                 retry_delay_ms=50, max_messages_per_batch=batch, num_partitions=1 if before else partitions,

@@ -31,7 +31,7 @@ def main() -> None:
     from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import settle
     from babelq.spark.session import get_session
-    from babelq.transports import Outgoing, open_transport
+    from bench_settle import fill_queue  # this script's directory is on sys.path
 
     spark = get_session("babelq-bench-settle-side", master="local[2]")
     for line in sys.stdin:
@@ -39,10 +39,7 @@ def main() -> None:
             break
         with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
             url = f"sqlite://{tmp}/q.db"
-            transport = open_transport(url)
-            for start in range(0, len(payload), 20_000):
-                transport.publish_many("payments", [Outgoing(b) for b in payload[start:start + 20_000]])
-            transport.close()
+            fill_queue(url, payload)
             started = time.perf_counter()
             run = settle(spark, url=url, queue="payments", ledger=f"{tmp}/ledger.db", checkpoint=f"{tmp}/ck",
                          retry_delay_ms=50, timeout=1800)
