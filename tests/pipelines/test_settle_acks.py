@@ -98,3 +98,14 @@ def test_a_failing_ack_is_logged_and_leaves_the_batch_unacked(
     acks.close()
     assert not stats.last_batch_acked  # the source acks it when Spark commits the batch
     assert "settle batch 0: acking its messages failed" in caplog.text
+
+
+def test_a_batch_that_ends_after_close_is_acked_at_once(gated: _GatedAck, tmp_path: Path) -> None:
+    acks, stats = _acks(tmp_path)
+    acks.close()  # the run stopped while the batch was still settling
+    acks.expect(7)
+    stats.record({("posted", ""): 1})
+    gated.open(7)
+    acks.submit(7)
+    assert gated.done == [7]
+    assert stats.last_batch_acked

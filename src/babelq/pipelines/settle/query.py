@@ -216,7 +216,10 @@ class BatchAcks:
             self._latest = batch_id
 
     def submit(self, batch_id: int) -> None:
-        self._pool.submit(self._ack, batch_id)
+        try:
+            self._pool.submit(self._ack, batch_id)
+        except RuntimeError:  # closed (the run stopped while this batch settled): ack it here
+            self._ack(batch_id)
 
     def _ack(self, batch_id: int) -> None:
         try:
