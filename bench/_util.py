@@ -128,3 +128,21 @@ def worktree_src(rev: str) -> Path:
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "-f", str(path), rev],
                        check=True, capture_output=True)
     return path / "src"
+
+
+def tree_env(src: Path | None) -> dict[str, str]:
+    """The environment of a child process that runs babelq from another tree's ``src`` (None: the
+    installed one): Spark's Python is this interpreter, and the variables that would point the
+    child at a broker or master of the caller's are dropped, so both sides of a comparison run
+    the same local setup."""
+    import os
+    import sys
+
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    for name in ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER"):
+        env.pop(name, None)
+    if src is not None:
+        env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    return env

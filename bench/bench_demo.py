@@ -18,7 +18,6 @@ Usage: ``python3 dev.py bench demo [--rows 100000,1000000] [--baseline REV]``.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import print_table, worktree_src  # noqa: E402 - the bench directory is not a package
+from _util import print_table, tree_env, worktree_src  # noqa: E402 - the bench directory is not a package
 
 
 @dataclass
@@ -89,13 +88,7 @@ class _Sampler(threading.Thread):
 
 def run_demo(rows: int, src: Path | None) -> DemoRun:
     """One demo of ``rows`` payments in a fresh directory; ``src`` is another tree's ``src`` (baseline)."""
-    env = dict(os.environ)
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    for name in ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER"):
-        env.pop(name, None)
-    if src is not None:
-        env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env = tree_env(src)
     with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
         command = [sys.executable, "-m", "babelq.cli.main", "demo", "--rows", str(rows),
                    "--out", f"{tmp}/out"]

@@ -41,7 +41,7 @@ from typing import Any
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import timed_calls
+from _util import timed_calls, tree_env, worktree_src
 
 
 def bodies(n: int) -> tuple[list[bytes], int]:
@@ -183,10 +183,7 @@ class _Side:
     """A settle_runner.py process running one tree's settle, a round per request."""
 
     def __init__(self, name: str, src: Path, payload_file: str, log_file: Any) -> None:
-        env = dict(os.environ)
-        for variable in ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER"):
-            env.pop(variable, None)
-        env["PYTHONPATH"] = f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}"
+        env = tree_env(src)
         self.name = name
         runner = Path(__file__).resolve().parent / "settle_runner.py"
         self.process = subprocess.Popen([sys.executable, str(runner), payload_file], stdin=subprocess.PIPE,
@@ -213,8 +210,6 @@ class _Side:
 def compare_trees(revision: str, rows: int, rounds: int) -> None:
     """The current tree's whole settle against revision ``revision``'s, alternating rounds."""
     import pickle
-
-    from _util import worktree_src
 
     root = Path(__file__).resolve().parent.parent
     payload, expected = bodies(rows)
