@@ -7,6 +7,8 @@ SQS has handed out three times is not given three more tries because its body st
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +66,30 @@ def test_a_lower_broker_count_never_lowers_the_body_attempts(
     closed = transfer("PAY-C", unique_queue, creditor_account="12349999").with_attempts(2)
     counts = _settle(spark, tmp_path, unique_queue, [(closed.encode(), 0)])
     assert counts == {("dead_lettered", "max_attempts"): 1}
+
+
+def test_a_row_is_judged_at_the_time_the_broker_handed_it_over(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """A streamed row carries ``reserved_at``: expiry and deferral are decided at that time (a
+    value in the data, so every micro-batch runs the same generated code), and the partition's
+    postings are stamped with it."""
+    from babelq.envelope import now_ms
+    from babelq.pipelines.settle import settle_frame
+    from babelq.pipelines.settle.classify import decoded
+
+    handed_over = now_ms() - 3_600_000  # an hour ago
+    # expired now, not when the broker handed it over
+    late = transfer("PAY-L1", unique_queue, expire_at=handed_over + 1_800_000)
+    expired = transfer("PAY-X1", unique_queue, expire_at=handed_over - 1)
+    config = SettleConfig(url=f"sqlite://{tmp_path}/q.db", queue=unique_queue,
+                          ledger=str(tmp_path / "ledger.db"))
+    df = spark.createDataFrame([(late.encode(), 0, handed_over), (expired.encode(), 0, handed_over)],
+                               "body binary, broker_attempts int, reserved_at bigint")
+
+    counts = settle_frame(decoded(df), config)
+
+    assert counts == {("posted", ""): 1, ("dead_lettered", "expired"): 1}
+    with closing(sqlite3.connect(tmp_path / "ledger.db")) as db:
+        rows = db.execute("SELECT payment_reference, posted_at FROM ledger_entries").fetchall()
+    assert rows == [("PAY-L1", handed_over)]

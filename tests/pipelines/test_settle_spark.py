@@ -63,6 +63,34 @@ def test_a_micro_batch_is_settled_by_every_partition_at_once(
         ledger.close()
 
 
+def test_every_micro_batch_after_the_first_reuses_the_generated_code(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """Nothing in settle's plan changes from one micro-batch to the next, so Spark compiles
+    decode's and the rules' code once. (A literal ``now`` in the plan, inlined into the generated
+    Java, made every micro-batch compile two classes anew and run them cold.)"""
+    from babelq.pipelines.settle import settle
+
+    codegen = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+
+    def compiled() -> int:
+        return int(codegen.METRIC_COMPILATION_TIME().getCount())
+
+    url, ledger_path = f"sqlite://{tmp_path}/q.db", tmp_path / "ledger.db"
+    envs = [transfer(f"PAY-{i:04d}", unique_queue) for i in range(1_200)]
+    open_transport(url).publish_many(unique_queue, [Outgoing(e.encode()) for e in envs])
+    start = compiled()
+    seen: list[tuple[int, int]] = []  # (micro-batches done, classes compiled since the start)
+    run = settle(spark, url=url, queue=unique_queue, ledger=ledger_path, checkpoint=tmp_path / "ck",
+                 num_partitions=2, max_messages_per_batch=200, timeout=120,
+                 on_poll=lambda stats: seen.append((stats.batches, compiled() - start)))
+    assert run.drained and run.stats.count("posted") == 1_200
+    after_first = [compiled for batches, compiled in seen if batches >= 1]
+    assert run.stats.batches >= 6 and after_first, seen
+    # at least four more micro-batches ran after the first finished: they compiled (almost) nothing
+    assert after_first[-1] - after_first[0] <= 2, seen
+
+
 def test_retries_wait_a_jittered_backoff_like_the_runtimes(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:

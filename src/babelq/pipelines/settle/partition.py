@@ -118,7 +118,7 @@ class SettleConfig:
 
 
 #: classified columns that are never turned into Python lists for every row
-_ARROW_ONLY = frozenset({"body", "read_by"})
+_ARROW_ONLY = frozenset({"body", "read_by", "now"})
 
 
 class _Rows:
@@ -126,10 +126,14 @@ class _Rows:
     become Python bytes only for the few rows whose dead letter, retry or deferral needs them."""
 
     def __init__(self, batches: Iterator[Any]) -> None:
+        import pyarrow.compute as pc
+
         self.columns: dict[str, list[Any]] = {name: [] for name in CLASSIFIED if name not in _ARROW_ONLY}
         self._bodies: list[Any] = []  # (first row, Arrow array) per batch
         #: messages per reading process (counted in Arrow: one value per row, a handful distinct)
         self.readers: Counter[str] = Counter()
+        #: the latest ``now`` the JVM judged a row of the partition by (ms), None without one
+        self.now: int | None = None
         total = 0
         for batch in batches:
             if batch.num_rows == 0:
@@ -141,6 +145,10 @@ class _Rows:
             if "read_by" in names:
                 for item in batch.column(names.index("read_by")).value_counts().to_pylist():
                     self.readers[item["values"] or "unknown"] += item["counts"]
+            if "now" in names:
+                latest = pc.max(batch.column(names.index("now"))).as_py()
+                if latest is not None and (self.now is None or latest > self.now):
+                    self.now = latest
             total += batch.num_rows
         self.count = total
 
@@ -327,11 +335,12 @@ _GUARDED = frozenset({None, rules.EXPIRED, rules.DEFERRED, rules.UNKNOWN_URN})
 def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> Iterator[Any]:
     """Settle one partition of a classified micro-batch; yields one Arrow batch of
     :data:`OUTCOME_SCHEMA`: how many messages had each outcome, and (outcome :data:`SECONDS`) how
-    long each phase took in this task, in microseconds."""
+    long each phase took in this task, in microseconds. The partition's time (postings, the
+    outbox, an expiry's text) is the latest ``now`` its rows were judged by, else ``now``."""
     clock = _Clock()
     rows = _Rows(batches)
     clock.lap("read")  # waiting for the JVM's rows (the broker's reservation, decode) and Arrow -> Python
-    part = _Partition(config, now, rows, _slot())
+    part = _Partition(config, rows.now if rows.now is not None else now, rows, _slot())
     if rows.count:
         ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
         try:

@@ -130,13 +130,14 @@ def settle_frame(
     classifier: Classifier | None = None,
 ) -> dict[tuple[str, str], int]:
     """Settle the messages of ``df``, rows :func:`~babelq.pipelines.settle.classify.decoded` made (of a
-    ``body`` column, optionally ``broker_attempts`` and ``read_by``), each of its partitions by one
-    task (no shuffle); returns how many had each (outcome, cause), adds each phase's seconds
+    ``body`` column, optionally ``broker_attempts``, ``read_by`` and ``reserved_at``), each of its
+    partitions by one task (no shuffle), judged at ``now`` (ms; None: each row at its
+    ``reserved_at``); returns how many had each (outcome, cause), adds each phase's seconds
     (summed over the tasks) to ``seconds`` and the messages per reading process to ``readers``.
     One Spark action, so a streaming micro-batch is read (reserved) once."""
-    at = now if now is not None else now_ms()
     classify = classifier or Classifier(urns=HANDLED_URNS, policy=config.policy)
-    rows = classify(df, at)
+    rows = classify(df, now)  # None: each row at its reserved_at (the same code every micro-batch)
+    at = now if now is not None else now_ms()  # the partitions' time only if no row carries one
     outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str], int] = {}
     for r in outcomes:  # one row per outcome and partition: add the partitions up
