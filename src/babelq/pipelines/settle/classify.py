@@ -102,7 +102,7 @@ def decoded(batch: DataFrame) -> DataFrame:
 
 def rule_tests(now: Column, urns: Sequence[str]) -> dict[str, Column]:
     """Each rule of :data:`~babelq.runtime.rules.ORDER` as a condition on a :func:`decoded` row
-    (each is asked only of rows no earlier rule took); ``now`` is the micro-batch's time (ms)."""
+    (each is asked only of rows no earlier rule took); ``now`` is the time the row is judged at (ms)."""
     from pyspark.sql import functions as sf
 
     expire_at, deliver_at = sf.col("expire_at"), sf.col("deliver_at")
