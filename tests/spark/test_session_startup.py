@@ -83,6 +83,31 @@ def test_python_workers_import_the_installed_pyspark(spark: Any) -> None:
     assert rows[0]["zips"] == 0
 
 
+def test_python_workers_start_with_the_common_modules_imported_and_frozen(spark: Any) -> None:
+    """The daemon imports what every worker needs before it forks them and freezes it, so the full
+    ``gc.collect()`` pyspark runs after every task in a reused worker skips those objects."""
+    import pyarrow as pa
+
+    def state(batches: Any) -> Any:
+        import gc
+
+        for _ in batches:
+            row = {"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}
+            yield pa.RecordBatch.from_pylist([row])
+
+    [row] = spark.range(1).coalesce(1).mapInArrow(state, "frozen long, tracked long").collect()
+    assert row["frozen"] > 20_000, row  # pyspark's worker, pyarrow (pandas): skipped by every collection
+    assert row["tracked"] < row["frozen"], row
+
+
+def test_preload_skips_modules_that_are_not_installed() -> None:
+    code = ("import gc; from babelq.spark.worker_daemon import preload; "
+            "print(preload(('json', 'babelq_no_such_module')), gc.get_freeze_count() > 0)")
+    out = subprocess.run([os.environ.get("PYSPARK_PYTHON") or "python3", "-c", code], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    assert out == "['json'] True"
+
+
 def _java() -> str:
     found = class_archive._java_binary()
     if found is None:
