@@ -100,6 +100,13 @@ def test_python_workers_start_with_the_common_modules_imported_and_frozen(spark:
     assert row["tracked"] < row["frozen"], row
 
 
+def test_a_daemon_preloads_the_arrow_stack_only_for_the_workers_that_use_it() -> None:
+    assert worker_daemon.worker_modules(["daemon.py", "pyspark.worker"]) == worker_daemon.PRELOADED
+    assert worker_daemon.worker_modules(["daemon.py"]) == worker_daemon.PRELOADED  # pyspark's default
+    planner = "pyspark.sql.worker.plan_data_source_read"
+    assert worker_daemon.worker_modules(["daemon.py", planner]) == (planner,)
+
+
 def test_preload_skips_modules_that_are_not_installed() -> None:
     code = ("import gc; from babelq.spark.worker_daemon import preload; "
             "print(preload(('json', 'babelq_no_such_module')), gc.get_freeze_count() > 0)")

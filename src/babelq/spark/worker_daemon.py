@@ -12,7 +12,8 @@ module (the data source's writer, its commit, its planner, UDFs...), each paying
 It drops the zip from ``sys.path`` only when the zip is the installed package's own copy
 (``<pyspark package>/python/lib/pyspark.zip``, so the same version by construction), then runs
 pyspark's own daemon unchanged. With any other ``$SPARK_HOME`` (a Spark distribution) the path
-is left as Spark built it.
+is left as Spark built it. Before that it imports what the daemon's workers will import and
+freezes it (:func:`preload`).
 """
 
 from __future__ import annotations
@@ -74,9 +75,17 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
     return done
 
 
+def worker_modules(argv: list[str]) -> tuple[str, ...]:
+    """What to preload in a daemon started with ``argv``: Spark names the worker module the daemon
+    serves as its first argument (``pyspark.worker`` runs UDFs, ``mapInArrow`` and the data
+    source's reads; others plan or commit a data source's work and only need themselves)."""
+    served = argv[1] if len(argv) > 1 and argv[1].startswith("pyspark") else "pyspark.worker"
+    return PRELOADED if served == "pyspark.worker" else (served,)
+
+
 def main() -> None:
     sys.path[:] = installed_pyspark_first(sys.path)
-    preload()
+    preload(worker_modules(sys.argv))
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
 
 
