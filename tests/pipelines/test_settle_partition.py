@@ -93,3 +93,20 @@ def test_a_row_is_judged_at_the_time_the_broker_handed_it_over(
     with closing(sqlite3.connect(tmp_path / "ledger.db")) as db:
         rows = db.execute("SELECT payment_reference, posted_at FROM ledger_entries").fetchall()
     assert rows == [("PAY-L1", handed_over)]
+
+
+def test_a_row_without_a_reserved_at_is_judged_at_the_current_time(
+    spark: Any, tmp_path: Path, unique_queue: str
+) -> None:
+    """A DataFrame whose ``reserved_at`` is null for a row is not let off its expiry."""
+    from babelq.envelope import now_ms
+    from babelq.pipelines.settle import settle_frame
+    from babelq.pipelines.settle.classify import decoded
+
+    expired = transfer("PAY-X2", unique_queue, expire_at=now_ms() - 1)
+    config = SettleConfig(url=f"sqlite://{tmp_path}/q.db", queue=unique_queue,
+                          ledger=str(tmp_path / "ledger.db"))
+    df = spark.createDataFrame([(expired.encode(), 0, None)],
+                               "body binary, broker_attempts int, reserved_at bigint")
+
+    assert settle_frame(decoded(df), config) == {("dead_lettered", "expired"): 1}

@@ -65,8 +65,8 @@ def decoded(batch: DataFrame) -> DataFrame:
     (docs/standard.md §4: an SQS message received three times is at attempt 2 whatever its body says);
     ``body_attempts`` is the body's own count, which names the attempt in the outbox key;
     ``read_by`` is the source's (which process took the row from the broker), null without it;
-    ``reserved_at`` too (when the broker handed the row over, ms; without the column, the time of
-    this call), the ``now`` the consume rules judge a row by (:class:`Classifier`)."""
+    ``reserved_at`` too (when the broker handed the row over, ms; where the column or its value is
+    missing, the time of this call), the ``now`` the consume rules judge a row by (:class:`Classifier`)."""
     from pyspark.sql import functions as sf
 
     from babelq.spark.decode import decode
@@ -74,12 +74,13 @@ def decoded(batch: DataFrame) -> DataFrame:
     floor = sf.coalesce(sf.col("broker_attempts").cast("long"), sf.lit(0).cast("long")) \
         if "broker_attempts" in batch.columns else sf.lit(0).cast("long")
     reader = sf.col("read_by") if "read_by" in batch.columns else sf.lit(None).cast("string")
-    if "reserved_at" in batch.columns:
-        reserved = sf.col("reserved_at").cast("long")
-    else:  # rows from elsewhere than the source (a batch DataFrame): handed over now
-        from babelq.envelope import now_ms
+    # rows from elsewhere than the source (a batch DataFrame) may have no time: handed over now.
+    # On a stream this literal is fixed when the stream is built, so it does not change the code.
+    from babelq.envelope import now_ms
 
-        reserved = sf.lit(now_ms()).cast("long")
+    handed_over = sf.lit(now_ms()).cast("long")
+    reserved = sf.coalesce(sf.col("reserved_at").cast("long"), handed_over) \
+        if "reserved_at" in batch.columns else handed_over
     out = decode(batch.select("body", floor.alias("broker_attempts"), reader.alias("read_by"),
                               reserved.alias("reserved_at")), "body")
     return out.select(

@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from babelq.envelope import Envelope, annotate, decode, dlq_name, poison_record, record_or_poison
+from babelq.envelope import Envelope, annotate, decode, dlq_name, now_ms, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines import TRANSFER_URN
@@ -332,15 +332,15 @@ def _unprocessable(part: _Partition, i: int, exc: Exception) -> None:
 _GUARDED = frozenset({None, rules.EXPIRED, rules.DEFERRED, rules.UNKNOWN_URN})
 
 
-def settle_partition(batches: Iterator[Any], config: SettleConfig, now: int) -> Iterator[Any]:
+def settle_partition(batches: Iterator[Any], config: SettleConfig) -> Iterator[Any]:
     """Settle one partition of a classified micro-batch; yields one Arrow batch of
     :data:`OUTCOME_SCHEMA`: how many messages had each outcome, and (outcome :data:`SECONDS`) how
     long each phase took in this task, in microseconds. The partition's time (postings, the
-    outbox, an expiry's text) is the latest ``now`` its rows were judged by, else ``now``."""
+    outbox, an expiry's text) is the latest ``now`` its rows were judged by."""
     clock = _Clock()
     rows = _Rows(batches)
     clock.lap("read")  # waiting for the JVM's rows (the broker's reservation, decode) and Arrow -> Python
-    part = _Partition(config, rows.now if rows.now is not None else now, rows, _slot())
+    part = _Partition(config, rows.now if rows.now is not None else now_ms(), rows, _slot())  # None: no rows
     if rows.count:
         ledger = open_ledger(config.ledger, prefix=config.ledger_prefix)
         try:

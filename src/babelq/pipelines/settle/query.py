@@ -42,7 +42,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast
 
-from babelq.envelope import now_ms
 from babelq.errors import BabelqError
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import open_ledger
@@ -137,8 +136,7 @@ def settle_frame(
     One Spark action, so a streaming micro-batch is read (reserved) once."""
     classify = classifier or Classifier(urns=HANDLED_URNS, policy=config.policy)
     rows = classify(df, now)  # None: each row at its reserved_at (the same code every micro-batch)
-    at = now if now is not None else now_ms()  # the partitions' time only if no row carries one
-    outcomes = rows.mapInArrow(partial(settle_partition, config=config, now=at), OUTCOME_SCHEMA).collect()
+    outcomes = rows.mapInArrow(partial(settle_partition, config=config), OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str], int] = {}
     for r in outcomes:  # one row per outcome and partition: add the partitions up
         if r["outcome"] == SECONDS:
