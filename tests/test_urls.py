@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babelq.urls import MASK, redact, redact_text
+from babelq.urls import MASK, redact, redact_text, split_url
 
 SECRET = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=4, max_size=20).map(
     lambda s: "Zq" + s  # never a substring of the fixed parts of the URL
@@ -65,3 +65,42 @@ def test_no_password_survives(user: str, password: str, scheme: str) -> None:
 def test_redact_text_keeps_the_rest_of_the_message() -> None:
     text = "Error 111 connecting to redis://:pw@127.0.0.1:1. Connection refused."
     assert redact_text(text) == "Error 111 connecting to redis://:***@127.0.0.1:1. Connection refused."
+
+
+HOST = st.one_of(
+    st.from_regex(r"[a-z][a-z0-9-]{0,8}(:[1-9][0-9]{0,3})?", fullmatch=True),
+    st.from_regex(
+        r"\[(::1|fe80::[0-9a-f]{1,4}|2001:db8::[0-9a-f]{1,4})\](:[1-9][0-9]{0,3})?", fullmatch=True
+    ),
+)
+
+
+@given(
+    hosts=st.lists(HOST, min_size=2, max_size=4),
+    scheme=st.sampled_from(["kafka", "pulsar", "pulsar+ssl"]),
+    path=st.sampled_from(["", "/", "/topic"]),
+    query=st.sampled_from(["", "?group=g", "?sasl_password=pw&x=1"]),
+)
+def test_split_url_keeps_a_netloc_of_several_hosts_as_written(
+    hosts: list[str], scheme: str, path: str, query: str
+) -> None:
+    """Every 3.11 release splits a multi-host URL, whatever position its IPv6 hosts take
+    (Python 3.11.2's urlsplit refuses ``kafka://b1,[::1]:9093``)."""
+    netloc = ",".join(hosts)
+    url = f"{scheme}://{netloc}{path}{query}"
+    parts = split_url(url)
+    assert (parts.scheme, parts.netloc, parts.path, parts.query) == (scheme, netloc, path, query.lstrip("?"))
+    shown = redact(url)
+    assert shown.startswith(f"{scheme}://{netloc}") and "pw" not in shown
+
+
+def test_split_url_of_a_single_host_is_urlsplit() -> None:
+    for url in ("redis://:pw@[::1]:6379/0?x=1#f", "sqlite:///var/q.db", "amqp://h/%2F", "sqs://?region=x"):
+        assert split_url(url) == urlsplit(url)
+
+
+def test_a_multi_host_url_with_an_ipv6_host_after_the_first_reaches_its_transport() -> None:
+    from babelq.transports import transport_class
+
+    assert transport_class("kafka://b1:9092,b2,[::1]:9093?group=g").__name__ == "KafkaTransport"
+    assert transport_class("pulsar://p1:6650,[::1]:6651").__name__ == "PulsarTransport"

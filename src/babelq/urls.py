@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 #: Query parameters that hold secrets (lower-case), redacted by value. The transports' secret
 #: options are here too (Kafka's SASL password, Service Bus keys, AWS session tokens), so one
@@ -39,6 +39,29 @@ _KEYWORD_SECRET = re.compile(
 )
 
 
+def split_url(url: str) -> SplitResult:
+    """``urlsplit(url)``, except that a netloc listing several hosts is kept as written.
+
+    Kafka and Pulsar URLs name every bootstrap broker (``kafka://b1:9092,[::1]:9093``). Python's
+    own ``urlsplit`` judges such a netloc as one host, and some 3.11 patch releases (3.11.2 among
+    them) refuse it with "Invalid IPv6 URL" when a bracketed IPv6 address is not its first
+    host. The project supports every 3.11 release, so a netloc with a comma is cut out here by
+    hand and handed back as written; the transport that allows several hosts parses it itself.
+    """
+    marker = url.find("://")
+    if marker > 0:
+        start = marker + 3
+        end = len(url)
+        for stop in "/?#":
+            found = url.find(stop, start)
+            if found != -1 and found < end:
+                end = found
+        netloc = url[start:end]
+        if "," in netloc:
+            return urlsplit(f"{url[:start]}hosts{url[end:]}")._replace(netloc=netloc)
+    return urlsplit(url)
+
+
 def redact(url: str, also: Collection[str] = ()) -> str:
     """``url`` with its password and secret query parameters replaced by ``***``.
 
@@ -47,7 +70,7 @@ def redact(url: str, also: Collection[str] = ()) -> str:
     URL is returned unchanged; a URL without secrets comes back byte for byte as it was.
     """
     try:
-        parts = urlsplit(url)
+        parts = split_url(url)
     except ValueError:
         return _redact_userinfo_loosely(url)
     netloc = parts.netloc

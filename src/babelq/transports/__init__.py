@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from babelq.errors import ConfigurationError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, Transport
-from babelq.urls import redact
+from babelq.urls import redact, split_url
 
 #: scheme -> "module:Class"
 _REGISTRY: dict[str, str] = {
@@ -49,7 +48,7 @@ _EXTRAS: dict[str, str] = {
 
 def transport_class(url: str) -> type[Transport]:
     """The transport class that serves ``url``'s scheme (its module is imported now, not before)."""
-    scheme = urlsplit(url).scheme.lower()
+    scheme = split_url(url).scheme.lower()
     target = _REGISTRY.get(scheme)
     if target is None:
         raise ConfigurationError(

@@ -76,7 +76,7 @@ from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
-from babelq.urls import redact, redact_text
+from babelq.urls import redact, redact_text, split_url
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class PulsarTransport(BaseTransport):
         operation_timeout: int = 30,
     ) -> None:
         where = redact(url)
-        parts = urlsplit(url)
+        parts = split_url(url)
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
             raise ConfigurationError(f"url: scheme must be pulsar:// or pulsar+ssl://, got {where!r}")

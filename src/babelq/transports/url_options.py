@@ -32,10 +32,10 @@ import types
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, TypeVar, Union, get_args, get_origin, get_type_hints
-from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode
 
 from babelq.errors import ConfigurationError
-from babelq.urls import MASK, SECRET_PARAMETERS, redact
+from babelq.urls import MASK, SECRET_PARAMETERS, redact, split_url
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ class TransportURL:
     def split(cls, url: str) -> TransportURL:
         """Split ``url``; a URL the standard library cannot split is a ConfigurationError."""
         try:
-            parts = urlsplit(url)
+            parts = split_url(url)
         except ValueError as exc:
             raise ConfigurationError(f"url: not a usable URL ({exc}) in {one_line(redact(url))}") from None
         return cls(url, parts, tuple(parse_qsl(parts.query, keep_blank_values=True)))
