@@ -104,3 +104,10 @@ def test_a_multi_host_url_with_an_ipv6_host_after_the_first_reaches_its_transpor
 
     assert transport_class("kafka://b1:9092,b2,[::1]:9093?group=g").__name__ == "KafkaTransport"
     assert transport_class("pulsar://p1:6650,[::1]:6651").__name__ == "PulsarTransport"
+
+
+def test_the_cluster_guard_reads_past_a_multi_host_broker_url() -> None:
+    from babelq.pipelines.cluster_checks import sqlite_file
+
+    assert sqlite_file("kafka://b1:9092,[::1]:9093") is None
+    assert sqlite_file("sqlite:///var/q.db") == "/var/q.db"

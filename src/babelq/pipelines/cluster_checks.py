@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from babelq.errors import ConfigurationError
 from babelq.spark.session import is_local_master
-from babelq.urls import redact
+from babelq.urls import redact, split_url
 
 
 def sqlite_file(url: str) -> str | None:
@@ -36,7 +36,7 @@ def sqlite_file(url: str) -> str | None:
 
     As the SQLite transport reads it: ``sqlite:///abs/q.db`` is absolute, ``sqlite://q.db`` relative.
     """
-    parts = urlsplit(url)
+    parts = split_url(url)
     if parts.scheme.lower() != "sqlite":
         return None
     return unquote(parts.netloc + parts.path)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from babelq.spark.datasource.options import SourceOptions
 from babelq.transports import Transport, open_transport, transport_class
+from babelq.urls import split_url
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +27,14 @@ def reserving_options(options: SourceOptions, *, max_held: int, snapshot: bool) 
     wanted: dict[str, Any] = cls.holder_options(
         max_held=max_held, visibility_timeout=options.visibility_timeout, snapshot=snapshot
     )
-    in_url = {key for key, _ in parse_qsl(urlsplit(options.url).query, keep_blank_values=True)}
+    in_url = {key for key, _ in parse_qsl(split_url(options.url).query, keep_blank_values=True)}
     return {key: value for key, value in wanted.items() if key not in in_url}
 
 
 def open_reserving(options: SourceOptions, *, max_held: int, snapshot: bool = False) -> Transport:
     """A transport for a reader holding up to ``max_held`` reservations (``snapshot``: a batch read)."""
     extra = reserving_options(options, max_held=max_held, snapshot=snapshot)
-    log.debug("babelq data source: opening a %s reader with %s", urlsplit(options.url).scheme, extra)
+    log.debug("babelq data source: opening a %s reader with %s", split_url(options.url).scheme, extra)
     return open_transport(options.url, **extra)
 
 
