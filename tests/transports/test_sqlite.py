@@ -17,7 +17,7 @@ import pytest
 
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports import Outgoing, open_transport
-from babelq.transports.sqlite import TABLE, SQLiteTransport
+from babelq.transports.sqlite import MESSAGES, STATE, SQLiteTransport
 
 
 def test_url_selects_sqlite_and_reads_options(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_body_is_stored_as_a_blob_of_the_exact_bytes(tmp_path: Path) -> None:
     t.publish("q", body)
     t.close()
     with sqlite3.connect(tmp_path / "q.db") as conn:
-        stored, kind = conn.execute(f"SELECT body, typeof(body) FROM {TABLE}").fetchone()
+        stored, kind = conn.execute(f"SELECT body, typeof(body) FROM {MESSAGES}").fetchone()
     assert kind == "blob"
     assert stored == body
 
@@ -365,12 +365,97 @@ def test_a_tag_takes_rows_under_one_lease_token_found_by_index(tmp_path: Path) -
         tag = "00112233445566778899aabbccddeeff"
         held = t.reserve_tagged("q", tag, max_messages=3)
         with sqlite3.connect(tmp_path / "q.db") as raw:
-            leases = {row[0] for row in raw.execute(f"SELECT lease FROM {TABLE} WHERE lease IS NOT NULL")}
-            query = f"EXPLAIN QUERY PLAN DELETE FROM {TABLE} WHERE lease = ? AND queue = ?"
+            leases = {row[0] for row in raw.execute(f"SELECT lease FROM {STATE} WHERE lease IS NOT NULL")}
+            query = f"EXPLAIN QUERY PLAN DELETE FROM {STATE} WHERE lease = ? AND queue = ?"
             plan = " ".join(str(row[-1]) for row in raw.execute(query, (1, "q")))
         assert leases == {tag_lease(tag)} and tag_lease(tag) < 0  # never a random token (>= 0)
-        assert "babelq_messages_lease" in plan
+        assert "babelq_state_lease" in plan
         assert t.ack_tagged("q", [tag]) == 3
         assert [d.body for d in t.reserve("q")] == [b"3"] and len(held) == 3
+    finally:
+        t.close()
+
+
+def test_leasing_rows_does_not_rewrite_their_bodies(tmp_path: Path) -> None:
+    """A claim changes a row's lease and due time only: what it writes to the write-ahead log is
+    far smaller than the bodies it leases (in one table it rewrote every body it leased)."""
+    path = tmp_path / "q.db"
+    t = SQLiteTransport(path)
+    try:
+        t.publish_many("q", [Outgoing(bytes([65 + i % 26]) * 8192) for i in range(400)])  # 3.3 MB
+        with sqlite3.connect(path) as raw:
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        wal = Path(f"{path}-wal")
+        assert wal.stat().st_size == 0
+        held = t.reserve_tagged("q", "00112233445566778899aabbccddeeff", max_messages=400)
+        assert len(held) == 400 and held[7].body == b"H" * 8192
+        assert wal.stat().st_size < 400 * 8192 / 8
+        released = t.reserve("q", max_messages=400)
+        assert released == [] and t.renew_tagged("q", ["00112233445566778899aabbccddeeff"]) == 400
+        assert wal.stat().st_size < 400 * 8192 / 8
+    finally:
+        t.close()
+
+
+# the layout babelq used before the bodies moved out of the state rows
+_ONE_TABLE = (
+    """CREATE TABLE babelq_messages (
+        id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body BLOB NOT NULL,
+        available_at INTEGER NOT NULL, lease INTEGER, delivery_count INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL, headers TEXT)""",
+    "CREATE INDEX babelq_messages_next ON babelq_messages (queue, available_at, id)",
+    "CREATE INDEX babelq_messages_lease ON babelq_messages (lease) WHERE lease IS NOT NULL",
+    "CREATE TABLE babelq_reads (tag INTEGER PRIMARY KEY, queue TEXT NOT NULL, taken_at INTEGER NOT NULL)",
+)
+
+
+def test_a_one_table_database_moves_to_two_tables_keeping_every_row_and_lease(tmp_path: Path) -> None:
+    """Waiting, delayed and leased rows survive the move with their ids, counts and headers, and a
+    tag's reservation taken before the upgrade is acked after it."""
+    from babelq.transports.sqlite import tag_lease
+
+    tag = "00112233445566778899aabbccddeeff"
+    far = 4_000_000_000_000
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        for statement in _ONE_TABLE:
+            old.execute(statement)
+        old.executemany(
+            "INSERT INTO babelq_messages (id, queue, body, available_at, lease, delivery_count,"
+            " created_at, headers) VALUES (?, 'q', ?, ?, ?, ?, 5, ?)",
+            [
+                (3, b"waiting", 0, None, 0, '{"traceparent":"tp"}'),
+                (7, b"delayed", far, None, 0, None),
+                (9, b"held-1", far, tag_lease(tag), 2, None),
+                (11, b"held-2", far, tag_lease(tag), 1, None),
+            ],
+        )
+        old.execute("INSERT INTO babelq_reads VALUES (?, 'q', 1)", (tag_lease(tag),))
+    openers = [threading.Thread(target=lambda: SQLiteTransport(path).close()) for _ in range(3)]
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join()
+    t = SQLiteTransport(path)
+    try:
+        with sqlite3.connect(path) as raw:
+            kinds = dict(raw.execute("SELECT name, type FROM sqlite_master WHERE name LIKE 'babelq_%'"))
+            columns = "id, body, delivery_count, created_at, headers"
+            rows = raw.execute(f"SELECT {columns} FROM {MESSAGES} ORDER BY id")
+            assert list(rows) == [
+                (3, b"waiting", 0, 5, '{"traceparent":"tp"}'), (7, b"delayed", 0, 5, None),
+                (9, b"held-1", 2, 5, None), (11, b"held-2", 1, 5, None),
+            ]  # fmt: skip
+        assert (kinds[MESSAGES], kinds[STATE]) == ("view", "table")
+        assert "babelq_messages_one_table" not in kinds
+        assert t.size("q") == 2 and t.reserved("q") == 2
+        [waiting] = t.reserve("q", max_messages=5)
+        assert (waiting.body, dict(waiting.carried_headers), waiting.delivery_count) == (
+            b"waiting", {"traceparent": "tp"}, 1)
+        assert [d.body for d in t.reserve_tagged("q", tag, max_messages=5)] == [b"held-1", b"held-2"]
+        assert t.ack_tagged("q", [tag]) == 2
+        t.ack(waiting)
+        with sqlite3.connect(path) as raw:
+            assert [row[0] for row in raw.execute("SELECT body FROM babelq_bodies")] == [b"delayed"]
     finally:
         t.close()
