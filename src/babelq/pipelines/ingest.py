@@ -36,7 +36,7 @@ from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, defa
 from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.stages import StageClock
-from babelq.spark.cache import cache_on_disk
+from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ def _ingest(
         bulk = read_bulk(spark, plan.source)
         check_columns(bulk, plan.source)
         rows = validate(normalise(bulk), limits)
-        checked = cache_on_disk(with_schema_check(rows, settings.validated_at))
+        checked = cache_uncompressed(with_schema_check(rows, settings.validated_at))
         values = value_groups(checked)
         rows_in = sum(g.rows for g in values)
         by_reason: dict[str, int] = {}

@@ -39,7 +39,7 @@ from babelq.pipelines.ingest import (
 )
 from babelq.pipelines.ingest_rules import Limits, normalise, validate
 from babelq.pipelines.journal import file_digest
-from babelq.spark.cache import cache_on_disk
+from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def _stage(
     settings = EncodeSettings(queue, batch, ttl_seconds, now_ms())
     bulk = read_bulk(spark, str(path))
     check_columns(bulk, path)
-    checked = cache_on_disk(with_schema_check(validate(normalise(bulk), limits), settings.validated_at))
+    checked = cache_uncompressed(with_schema_check(validate(normalise(bulk), limits), settings.validated_at))
     try:
         counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
         rows_in = sum(int(r["count"]) for r in counts)
