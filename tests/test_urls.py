@@ -95,7 +95,8 @@ def test_split_url_keeps_a_netloc_of_several_hosts_as_written(
 
 
 def test_split_url_of_a_single_host_is_urlsplit() -> None:
-    for url in ("redis://:pw@[::1]:6379/0?x=1#f", "sqlite:///var/q.db", "amqp://h/%2F", "sqs://?region=x"):
+    for url in ("redis://:pw@[::1]:6379/0?x=1#f", "sqlite:///var/q.db", "amqp://h/%2F", "sqs://?region=x",
+                "q.db?from=kafka://a,b", "/data/x,y://z"):  # a "://" after no scheme is no netloc
         assert split_url(url) == urlsplit(url)
 
 

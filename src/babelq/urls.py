@@ -31,8 +31,10 @@ SECRET_PARAMETERS = frozenset(
 )
 MASK = "***"
 
+# a URL scheme (RFC 3986: a letter, then letters, digits, "+", "." or "-")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 # scheme://[user[:password]@]host... up to whitespace, a quote or a closing bracket
-_URL_IN_TEXT = re.compile(r"""\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'"<>)\]]+""")
+_URL_IN_TEXT = re.compile(rf"""\b{_SCHEME.pattern}://[^\s'"<>)\]]+""")
 # key=value secrets in free text such as libpq's "password=xyz" connection strings
 _KEYWORD_SECRET = re.compile(
     r"""(?i)\b(password|passwd|pwd|secret|token|sslpassword)\s*=\s*('[^']*'|"[^"]*"|[^\s'"]+)"""
@@ -49,7 +51,7 @@ def split_url(url: str) -> SplitResult:
     hand and handed back as written; the transport that allows several hosts parses it itself.
     """
     marker = url.find("://")
-    if marker > 0:
+    if marker > 0 and _SCHEME.fullmatch(url, 0, marker):  # not a "://" inside a query or path
         start = marker + 3
         end = len(url)
         for stop in "/?#":
