@@ -210,6 +210,9 @@ class FakeBroker:
         self.hold_dispatch = False
         #: how many of the next ``send_async`` calls the broker refuses
         self.fail_sends = 0
+        #: seconds between dispatching a message and the client's listener getting it (a
+        #: loaded client: the message is "unacked" on the broker and not in the buffer yet)
+        self.listener_delay = 0.0
 
     # -- recording --
     def record(self, *call: Any) -> None:
@@ -335,6 +338,8 @@ class FakeBroker:
                 if not calls:
                     self.cond.wait(_TICK)
             for listener, consumer, message in calls:  # outside the lock, like the listener thread
+                if self.listener_delay:
+                    time.sleep(self.listener_delay)
                 listener(consumer, message)
 
     # -- admin --

@@ -315,6 +315,32 @@ def test_pulsar_fake_an_empty_buffer_is_confirmed_with_the_broker(
     assert len(TransportContract._drain(unconfirmed, "slow2", 1, within=2)) == 1
 
 
+def test_pulsar_fake_a_message_on_its_way_to_this_consumer_is_waited_for(
+    broker: fake_pulsar.FakeBroker, make_transport: MakeTransport
+) -> None:
+    """Dispatched to this transport's own consumer but not yet through its listener: the
+    broker counts it as unacknowledged, not as waiting. That is not an empty queue either
+    (a loaded CI machine showed the gap; the fake's ``listener_delay`` makes it wide)."""
+    transport = make_transport()
+    transport.publish("inflight", _body("inflight"))
+    broker.listener_delay = 0.4
+    started = time.monotonic()
+    got = transport.reserve("inflight", timeout=0.05)
+    assert [d.body for d in got] == [_body("inflight")]
+    assert 0.35 <= time.monotonic() - started < 3
+    broker.listener_delay = 0.0
+    transport.ack(got[0])
+    assert transport.reserve("inflight", timeout=0.05) == []  # acked: really empty
+
+    # a negative ack keeps the message on this consumer until it comes back: not empty either
+    transport.publish("inflight", _body("again"))
+    [first] = transport.reserve("inflight", timeout=1)
+    transport.release(first)
+    [back] = transport.reserve("inflight", timeout=0.01)
+    assert (back.body, back.delivery_count) == (_body("again"), 2)
+    transport.ack(back)
+
+
 def test_pulsar_fake_without_an_admin_api_an_empty_buffer_is_taken_at_its_word(
     broker: fake_pulsar.FakeBroker, caplog: pytest.LogCaptureFixture
 ) -> None:

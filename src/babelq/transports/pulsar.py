@@ -585,12 +585,15 @@ class PulsarTransport(BaseTransport):
         return out
 
     def _undispatched(self, queue: str) -> int:
-        """Messages of the subscription that are due and not dispatched to any consumer yet
-        (0 when the admin API cannot be asked: then an empty buffer is taken at its word)."""
+        """Messages of the subscription that are due and have not reached this transport yet:
+        not dispatched to any consumer, or dispatched to this transport's own consumer and still
+        on their way to its listener (the broker counts those as unacknowledged, so without
+        this a loaded client read an empty buffer as an empty queue). 0 when the admin API
+        cannot be asked: then an empty buffer is taken at its word."""
         if self._admin_broken:
             return 0
         try:
-            backlog, unacked, delayed = self._counts(queue)
+            sub = self._subscription_stats(queue)
         except PulsarError as exc:
             self._admin_broken = True
             log.warning(
@@ -600,7 +603,25 @@ class PulsarTransport(BaseTransport):
                 exc,
             )
             return 0
-        return backlog - unacked - delayed
+        backlog, unacked, delayed = _counts_of(sub)
+        return backlog - unacked - delayed + self._on_the_way(queue, sub)
+
+    def _on_the_way(self, queue: str, sub: dict[str, Any] | None) -> int:
+        """Dispatched to this transport's consumer of ``queue`` and not yet in its hands: the
+        consumer's unacknowledged count less what it buffered and handed out."""
+        with self._cond:
+            feed = self._feeds.get(queue)
+            if feed is None or feed.consumer is None or sub is None:
+                return 0
+            held = len(feed.buffer) + len(feed.unsettled)
+            try:
+                name = feed.consumer.consumer_name()
+            except Exception:  # a closed consumer: nothing is on its way to it
+                return 0
+        for consumer in sub.get("consumers") or ():
+            if isinstance(consumer, dict) and consumer.get("consumerName") == name:
+                return max(int(consumer.get("unackedMessages", 0) or 0) - held, 0)
+        return 0
 
     # -- settling --------------------------------------------------------------------------
     @staticmethod
@@ -719,19 +740,17 @@ class PulsarTransport(BaseTransport):
             quote(part, safe="") for part in (self.tenant, self.namespace, queue)
         )
 
-    def _counts(self, queue: str) -> tuple[int, int, int]:
-        """(backlog, unacknowledged, delayed) of the subscription, zeros when there is none."""
+    def _subscription_stats(self, queue: str) -> dict[str, Any] | None:
+        """The admin API's stats of this transport's subscription on ``queue`` (None: none)."""
         stats = self._admin("GET", self._topic_path(queue) + "/stats")
         sub = (
             (stats or {}).get("subscriptions", {}).get(self.subscription) if isinstance(stats, dict) else None
         )
-        if not isinstance(sub, dict):
-            return 0, 0, 0
-        return (
-            int(sub.get("msgBacklog", 0) or 0),
-            int(sub.get("unackedMessages", 0) or 0),
-            int(sub.get("msgDelayed", 0) or 0),
-        )
+        return sub if isinstance(sub, dict) else None
+
+    def _counts(self, queue: str) -> tuple[int, int, int]:
+        """(backlog, unacknowledged, delayed) of the subscription, zeros when there is none."""
+        return _counts_of(self._subscription_stats(queue))
 
     def _buffered(self, queue: str) -> int:
         with self._cond:
@@ -794,3 +813,14 @@ class PulsarTransport(BaseTransport):
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _counts_of(sub: dict[str, Any] | None) -> tuple[int, int, int]:
+    """(backlog, unacknowledged, delayed) from a subscription's stats, zeros for none."""
+    if sub is None:
+        return 0, 0, 0
+    return (
+        int(sub.get("msgBacklog", 0) or 0),
+        int(sub.get("unackedMessages", 0) or 0),
+        int(sub.get("msgDelayed", 0) or 0),
+    )
