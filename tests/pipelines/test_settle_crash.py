@@ -1,10 +1,11 @@
 """Settle SIGKILLed again and again: the reconciliation still balances, the DLQ counts each message once.
 
 One settle of a bulk file with every kind of defect is run as a real ``babelq settle`` process
-group (driver, JVM, Python workers) and killed with SIGKILL:
+group (driver, JVM, Python workers) and killed with SIGKILL, at three failpoints first (each needs
+a micro-batch left to fire on), then at random:
 
 * three times at random moments, each shortly after the ledger showed progress (so the kill
-  lands mid-micro-batch, not only during start-up);
+  lands mid-micro-batch, not only during start-up), unless that run settled everything first;
 * once right after a micro-batch's ledger commit, before its dead letters and retries are
   published (failpoint ``settle.after_ledger_commit``);
 * once right after the broker accepted those, before the outbox marked them (failpoint
@@ -127,11 +128,14 @@ def test_settle_killed_six_times_still_reconciles(spark: Any, tmp_path: Path, un
     args = _settle_args(url, unique_queue, tmp_path)
     ledger_file = tmp_path / "ledger.db"
     log: list[str] = [f"seed {seed}"]
-    for _ in range(3):
-        _kill_after_progress(args, ledger_file, rng, log)
+    # the failpoints first: each needs a micro-batch left to fire on, and three random kills can
+    # leave none (a run that drains the queue within its 0-1.5 s before the kill finishes, and a
+    # failpoint run then finds nothing to settle). A random kill that finds the work done is only logged.
     _run_to_failpoint(args, "settle.after_batch_ack", log)
     _run_to_failpoint(args, "settle.after_ledger_commit", log)
     _run_to_failpoint(args, "settle.after_outbox_publish", log)
+    for _ in range(3):
+        _kill_after_progress(args, ledger_file, rng, log)
     final = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
     log.append(f"final: exit {final.returncode}: {final.stdout.strip()}")
     assert final.returncode == 0 and "drained" in final.stdout, "\n".join(log) + final.stderr
