@@ -31,6 +31,7 @@ from babelq.pipelines.report.export import ExportError, export_report, missing_n
 from babelq.pipelines.settle import SettleQuery, SettleRun, prepare_settle
 from babelq.pipelines.stages import StageClock
 from babelq.pipelines.value_reconciliation import ValueLine, value_lines
+from babelq.spark.session import DRIVER_JVM_FLAGS
 from babelq.transports import Outgoing, open_transport
 from babelq.urls import redact
 
@@ -44,14 +45,16 @@ MARKER = ".babelq-demo"
 #: C2 JIT compiler burns more CPU compiling Spark than it saves (measured: about half of ingest's
 #: CPU time went to C2 compiler threads; the 100k demo 21-24 s with C1 alone against 27-29 s,
 #: 300k 35 s against 42 s); C1 alone compiles quickly and is fast enough. The setting replaces
-#: get_session's default ``-XX:-DontCompileHugeMethods``, so it is repeated: without it the JIT
-#: never compiles Spark's generated code for decode's wide projection (over 8000 bytes), which
-#: settle runs on every message, and those methods stay interpreted. Adaptive query execution is
+#: get_session's default driver options, so they are repeated (:data:`DRIVER_JVM_FLAGS`): without
+#: ``-XX:-DontCompileHugeMethods`` the JIT never compiles Spark's generated code for decode's wide
+#: projection (over 8000 bytes), which settle runs on every message, and without the heap growth
+#: setting the driver's heap grows further (the 100k demo's JVM peaked at 1,121-1,181 MB against
+#: 989-1,000 MB, same walls). Adaptive query execution is
 #: off too: on 2 cores with 4 shuffle partitions it has nothing to coalesce, and each shuffle it
 #: re-plans is a Spark job of its own (the 100k demo 20.7-21.3 s without it against 21.6-23.7 s;
 #: at 1M, 94 s against 89 s, so only here).
 DEMO_SPARK_CONF = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
+    "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {DRIVER_JVM_FLAGS}",
     "spark.sql.adaptive.enabled": "false",
 }
 #: From this many rows the demo runs long enough for C2's faster code to repay its compiling: it

@@ -73,6 +73,17 @@ PYTHON_CONF = "spark.pyspark.python"
 EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
 #: the driver JVM's options (babelq's defaults, the caller's, the class archive's)
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+#: HotSpot never JIT-compiles a method over 8000 bytes of bytecode; Spark's generated code for a
+#: wide projection (babelq.spark.decode's) is bigger and runs about twice as slow interpreted. On a
+#: cluster, the executors get the same flag (spark.executor.extraJavaOptions).
+COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+#: G1 grows the heap while more than 1/(1+GCTimeRatio) of the time goes to collecting; its default
+#: ratio, 12, let a local driver (which hosts the executors too) grow towards spark.driver.memory in
+#: any long run: the 1M demo's JVM peaked at 1,511-1,996 MB with it, 1,434-1,527 MB with 4, same
+#: walls (docs/pipelines.md, Performance). Only the driver's: an executor's heap is its own setting.
+HEAP_GROWTH = "-XX:GCTimeRatio=4"
+#: babelq's default driver JVM options (a caller's spark.driver.extraJavaOptions replaces them)
+DRIVER_JVM_FLAGS = f"{COMPILE_HUGE_METHODS} {HEAP_GROWTH}"
 #: the module Spark's Python workers start from; babelq's imports the installed pyspark (worker_daemon)
 DAEMON_MODULE_CONF = "spark.python.daemon.module"
 
@@ -242,11 +253,8 @@ def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, 
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
         "spark.ui.showConsoleProgress": "false",
-        # HotSpot never JIT-compiles a method over 8000 bytes of bytecode; Spark's generated
-        # code for a wide projection (babelq.spark.decode's) is bigger, and runs about twice as
-        # slow interpreted. On a cluster, set the same flag in spark.executor.extraJavaOptions.
-        DRIVER_JAVA_OPTIONS: "-XX:-DontCompileHugeMethods",
-        "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
+        DRIVER_JAVA_OPTIONS: DRIVER_JVM_FLAGS,  # see COMPILE_HUGE_METHODS and HEAP_GROWTH
+        "spark.executor.extraJavaOptions": COMPILE_HUGE_METHODS,
         # JSON with a repeated object key keeps the last value in Python's json, orjson and
         # every other SDK; Spark's VARIANT parser refuses such text unless this is on, and
         # babelq.spark.decode would then call an otherwise valid body poison.

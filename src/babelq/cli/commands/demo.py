@@ -31,7 +31,7 @@ def register(subparsers: Subparsers) -> None:
 
     parser = subparsers.add_parser(
         "demo",
-        help="run the payment pipeline end to end on local Spark and reconcile",
+        help="run the payment pipeline end to end on Spark (local[2] unless --master) and reconcile",
         description="Generate a bulk payments file with known defects, ingest it, settle it exactly once "
         "through the embedded SQLite broker (or --broker), triage the DLQ and reconcile.",
     )
