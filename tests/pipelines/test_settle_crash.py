@@ -4,14 +4,14 @@ One settle of a bulk file with every kind of defect is run as a real ``babelq se
 group (driver, JVM, Python workers) and killed with SIGKILL, at three failpoints first (each needs
 a micro-batch left to fire on), then at random:
 
-* three times at random moments, each shortly after the ledger showed progress (so the kill
-  lands mid-micro-batch, not only during start-up), unless that run settled everything first;
+* once right after the driver acked a settled micro-batch, before Spark wrote it to the commit
+  log (failpoint ``settle.after_batch_ack``: the next run replays a batch whose messages are gone);
 * once right after a micro-batch's ledger commit, before its dead letters and retries are
   published (failpoint ``settle.after_ledger_commit``);
 * once right after the broker accepted those, before the outbox marked them (failpoint
   ``settle.after_outbox_publish``: the one window where a dead letter can be written twice);
-* once right after the driver acked a settled micro-batch, before Spark wrote it to the commit
-  log (failpoint ``settle.after_batch_ack``: the next run replays a batch whose messages are gone).
+* three times at random moments, each shortly after the ledger showed progress (so the kill
+  lands mid-micro-batch, not only during start-up), unless that run settled everything first.
 
 Then a last run settles what is left. The demo's own checks decide: every row is rejected,
 posted or dead-lettered, each valid payment is posted once, poison is dead-lettered.

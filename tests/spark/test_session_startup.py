@@ -186,3 +186,17 @@ def test_the_session_can_be_told_not_to_use_the_archive(
     off = session._with_class_archive(
         {class_archive.ARCHIVE_CONF: "false", session.DRIVER_JAVA_OPTIONS: "-Xss4m"})
     assert off[session.DRIVER_JAVA_OPTIONS] == "-Xss4m"
+
+
+@pytest.mark.spark
+def test_the_driver_jvm_runs_with_babelqs_heap_growth_setting(spark: Any) -> None:
+    """The option reaches the launched JVM (next to the class archive's and the log level's) and
+    G1 took it: a driver that hosts the executors grows its heap only while collecting costs
+    over a fifth of its time."""
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:GCTimeRatio=4" in arguments, arguments
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert bean.getVMOption("GCTimeRatio").getValue() == "4"
+    assert bean.getVMOption("UseG1GC").getValue() == "true"
