@@ -213,6 +213,9 @@ class FakeBroker:
         #: seconds between dispatching a message and the client's listener getting it (a
         #: loaded client: the message is "unacked" on the broker and not in the buffer yet)
         self.listener_delay = 0.0
+        #: called (no arguments, without the broker's lock) before the admin API reads a topic's
+        #: stats: a slow admin reply, during which dispatch and listeners go on
+        self.before_stats: Callable[[], None] | None = None
 
     # -- recording --
     def record(self, *call: Any) -> None:
@@ -458,6 +461,8 @@ class _AdminHandler(BaseHTTPRequestHandler):
             self._reply(404, {"reason": "Not found"})
             return
         tenant, ns, local = (unquote(g) for g in match.groups())
+        if self.owner.before_stats is not None:
+            self.owner.before_stats()
         stats = self.owner.stats(f"persistent://{tenant}/{ns}/{local}")
         if stats is None:
             self._reply(404, {"reason": "Topic not found"})

@@ -341,6 +341,31 @@ def test_pulsar_fake_a_message_on_its_way_to_this_consumer_is_waited_for(
     transport.ack(back)
 
 
+def test_pulsar_fake_a_message_that_reaches_the_buffer_while_the_broker_is_asked_is_returned(
+    broker: fake_pulsar.FakeBroker, make_transport: MakeTransport
+) -> None:
+    """The wait for the first message ends empty, then the message reaches the buffer while the
+    admin API is being asked (a slow reply on a loaded machine: the CI failure of stop 26). The
+    stats then show it unacknowledged by this very consumer, which is not an empty queue: the
+    reserve returns it."""
+    transport = make_transport()
+    transport.publish("late", _body("late"))
+    broker.hold_dispatch = True
+
+    def dispatch_during_the_reply() -> None:
+        broker.before_stats = None
+        broker.hold_dispatch = False
+        deadline = time.monotonic() + 5
+        while not transport._buffered("late") and time.monotonic() < deadline:  # the listener's turn
+            time.sleep(0.01)
+
+    broker.before_stats = dispatch_during_the_reply
+    got = transport.reserve("late", timeout=0.05)
+    assert [d.body for d in got] == [_body("late")]
+    transport.ack(got[0])
+    assert transport.reserve("late", timeout=0.05) == []  # acked: really empty
+
+
 def test_pulsar_fake_without_an_admin_api_an_empty_buffer_is_taken_at_its_word(
     broker: fake_pulsar.FakeBroker, caplog: pytest.LogCaptureFixture
 ) -> None:

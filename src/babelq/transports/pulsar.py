@@ -585,11 +585,11 @@ class PulsarTransport(BaseTransport):
         return out
 
     def _undispatched(self, queue: str) -> int:
-        """Messages of the subscription that are due and have not reached this transport yet:
-        not dispatched to any consumer, or dispatched to this transport's own consumer and still
-        on their way to its listener (the broker counts those as unacknowledged, so without
-        this a loaded client read an empty buffer as an empty queue). 0 when the admin API
-        cannot be asked: then an empty buffer is taken at its word."""
+        """Messages of the subscription that are due and that this transport has not handed out:
+        not dispatched to any consumer, or dispatched to this transport's own consumer and on
+        their way to its listener or in its buffer (the broker counts those as unacknowledged,
+        so without this a loaded client read an empty buffer as an empty queue). 0 when the
+        admin API cannot be asked: then an empty buffer is taken at its word."""
         if self._admin_broken:
             return 0
         try:
@@ -607,13 +607,15 @@ class PulsarTransport(BaseTransport):
         return backlog - unacked - delayed + self._on_the_way(queue, sub)
 
     def _on_the_way(self, queue: str, sub: dict[str, Any] | None) -> int:
-        """Dispatched to this transport's consumer of ``queue`` and not yet in its hands: the
-        consumer's unacknowledged count less what it buffered and handed out."""
+        """Dispatched to this transport's consumer of ``queue`` and not handed out by
+        :meth:`reserve` yet: the consumer's unacknowledged count less what it handed out. The
+        buffer counts as still on its way: a message can reach it after the wait for the first
+        message ended and before the stats were read, and is then the reserve's to return."""
         with self._cond:
             feed = self._feeds.get(queue)
             if feed is None or feed.consumer is None or sub is None:
                 return 0
-            held = len(feed.buffer) + len(feed.unsettled)
+            held = len(feed.unsettled)
             try:
                 name = feed.consumer.consumer_name()
             except Exception:  # a closed consumer: nothing is on its way to it
