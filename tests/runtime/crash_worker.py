@@ -5,13 +5,15 @@
 Handlers of ``urn:babel:crash:work`` sleep, then append ``meta.id`` to RECORD_FILE with one
 ``os.write`` (atomic for a short line with O_APPEND, and durable across a SIGKILL of this
 process). ``urn:babel:crash:fail`` always raises. MODE is ``run`` (until SIGTERM) or
-``drain`` (until the queue is empty, delayed retries included). With IDEM_TABLE the handlers
-run behind the idempotency middleware on the PostgreSQL store (that table, claims expiring
-after 1.5 s, a claimed-elsewhere message coming back after 0.2 s).
+``drain`` (until the queue is empty, delayed retries included). With ``CRASH_HANDLERS=async``
+in the environment the handlers are ``async def`` (their sleep awaited on the App's loop).
+With IDEM_TABLE the handlers run behind the idempotency middleware on the PostgreSQL store
+(that table, claims expiring after 1.5 s, a claimed-elsewhere message coming back after 0.2 s).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -47,15 +49,29 @@ def main() -> int:
         store = PostgresStore(dsn, table=idem_table, claim_ttl_ms=1_500)
         app.use(IdempotencyMiddleware(store, busy_delay_ms=200))
 
-    @app.handler(WORK)
-    def work(message: Message) -> None:
-        time.sleep(pause)
-        os.write(fd, f"{message.id}\n".encode())
+    if os.environ.get("CRASH_HANDLERS") == "async":
 
-    @app.handler(FAIL)
-    def fail(message: Message) -> None:
-        time.sleep(pause)
-        raise RuntimeError(f"always fails ({message.attempts})")
+        @app.handler(WORK)
+        async def work_async(message: Message) -> None:
+            await asyncio.sleep(pause)
+            os.write(fd, f"{message.id}\n".encode())
+
+        @app.handler(FAIL)
+        async def fail_async(message: Message) -> None:
+            await asyncio.sleep(pause)
+            raise RuntimeError(f"always fails ({message.attempts})")
+
+    else:
+
+        @app.handler(WORK)
+        def work(message: Message) -> None:
+            time.sleep(pause)
+            os.write(fd, f"{message.id}\n".encode())
+
+        @app.handler(FAIL)
+        def fail(message: Message) -> None:
+            time.sleep(pause)
+            raise RuntimeError(f"always fails ({message.attempts})")
 
     os.write(fd, b"")
     print("ready", flush=True)

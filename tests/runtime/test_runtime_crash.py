@@ -62,9 +62,11 @@ def seed(url: str, queue: str) -> tuple[set[str], set[str]]:
 
 
 def start_worker(
-    url: str, queue: str, record: Path, mode: str, sleep_s: float, *, idem_table: str | None = None
+    url: str, queue: str, record: Path, mode: str, sleep_s: float, *, idem_table: str | None = None,
+    handlers: str = "sync",
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), *sys.path])}
+    path = os.pathsep.join([str(SCRIPT.parent), *sys.path])
+    env = {**os.environ, "PYTHONPATH": path, "CRASH_HANDLERS": handlers}
     extra = [idem_table] if idem_table else []
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), url, queue, str(record), mode, "4", str(sleep_s), *extra],
@@ -89,10 +91,12 @@ def wait_for_handled(record: Path, at_least: int, proc: subprocess.Popen[bytes],
         time.sleep(0.01)
 
 
-def finish_queue(url: str, queue: str, record: Path, idem_table: str | None = None) -> None:
+def finish_queue(
+    url: str, queue: str, record: Path, idem_table: str | None = None, handlers: str = "sync"
+) -> None:
     """A fresh worker drains what is left (retries and reservations that came back included)."""
     time.sleep(VISIBILITY + 0.3)  # the killed worker's reservations expire
-    proc = start_worker(url, queue, record, "drain", 0.01, idem_table=idem_table)
+    proc = start_worker(url, queue, record, "drain", 0.01, idem_table=idem_table, handlers=handlers)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()
 
@@ -153,6 +157,34 @@ def test_sigterm_is_graceful_nothing_lost_nothing_twice(
     assert set(handled) == work_ids
     assert max(handled.values()) == 1, [k for k, v in handled.items() if v > 1]
     check_dead_letters(broker_url, unique_queue, fail_ids)
+
+
+@pytest.mark.slow
+def test_async_handlers_sigkill_loses_nothing_and_sigterm_repeats_nothing(
+    tmp_path: Path, unique_queue: str
+) -> None:
+    """The same two proofs with ``async def`` handlers: killed with coroutines in flight on the
+    App's loop, nothing is lost; stopped with SIGTERM, the in-flight coroutines finish and are
+    settled once."""
+    url = f"sqlite:///{tmp_path}/q.db?visibility_timeout={VISIBILITY}"
+    for signum, queue in ((signal.SIGKILL, f"{unique_queue}_k"), (signal.SIGTERM, f"{unique_queue}_t")):
+        work_ids, fail_ids = seed(url, queue)
+        record = tmp_path / f"handled_{queue}.txt"
+        proc = start_worker(url, queue, record, "run", 0.1, handlers="async")
+        wait_for_handled(record, 8, proc)
+        os.kill(proc.pid, signum)
+        _, err = proc.communicate(timeout=15)
+        assert len(recorded(record)) < N_WORK
+        if signum == signal.SIGTERM:
+            assert proc.returncode == 0, err.decode()
+
+        finish_queue(url, queue, record, handlers="async")
+
+        handled = Counter(recorded(record))
+        assert set(handled) == work_ids, signum  # every message handled, none lost
+        if signum == signal.SIGTERM:
+            assert max(handled.values()) == 1, [k for k, v in handled.items() if v > 1]
+        check_dead_letters(url, queue, fail_ids)
 
 
 @pytest.mark.slow

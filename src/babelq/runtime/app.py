@@ -237,7 +237,9 @@ class App:
             self._waiting = None
 
     def close(self) -> None:
-        """Close the transport if the app opened it from a URL."""
+        """Close the transport if the app opened it from a URL, and stop the event loop of
+        ``async def`` handlers."""
+        self.router.close()
         self._close_owned()
         self._transport = None
         self._url = None
@@ -254,7 +256,12 @@ class App:
 
     # -- handlers and middleware ------------------------------------------------------------------
     def handler(self, urn: str) -> Callable[[H], H]:
-        """Decorator: ``@app.handler("urn:babel:orders:created")`` maps the URN to the function."""
+        """Decorator: ``@app.handler("urn:babel:orders:created")`` maps the URN to the function.
+
+        The function takes one argument, the :class:`~babelq.runtime.message.Message` (a
+        different shape is a :class:`~babelq.errors.ConfigurationError` here, at start). It may
+        be ``async def``: it then runs to completion on the App's event loop, at most
+        ``concurrency`` at a time, before its message is settled."""
 
         def register(fn: H) -> H:
             self.router.add(urn, fn)
@@ -263,7 +270,7 @@ class App:
         return register
 
     def register(self, urn: str, fn: Handler) -> None:
-        """Map ``urn`` to ``fn(message)``."""
+        """Map ``urn`` to ``fn(message)`` (plain or ``async def``; see :meth:`handler`)."""
         self.router.add(urn, fn)
 
     def use(self, middleware: Middleware) -> App:

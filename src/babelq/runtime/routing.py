@@ -12,6 +12,11 @@ decides instead:
 ``release``     put back unchanged after a delay, for another worker of the fleet
 ``dead_letter`` dead-lettered at once with reason and cause ``unknown_urn``
 
+A handler is a function of one argument, the :class:`~babelq.runtime.message.Message`, checked
+when it is registered. It may be ``async def``: the coroutine runs to completion on the App's
+event loop (:mod:`babelq.runtime.event_loop`) before its outcome is decided, with the same
+outcomes as a plain function.
+
 A handler (or feature middleware) that raises :class:`~babelq.errors.UnavailableError` gets
 its message put back (:meth:`Outcome.unavailable <babelq.runtime.outcome.Outcome.unavailable>`):
 a dependency being down is never the message's fault.
@@ -19,6 +24,7 @@ a dependency being down is never the message's fault.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Literal, get_args
@@ -27,6 +33,7 @@ from babelq.envelope import check_urn
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError, UnknownURNError
+from babelq.runtime.event_loop import EventLoopThread, is_coroutine
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
 from babelq.runtime.outcome import FAILED, REJECTED, UNKNOWN_URN, Outcome
@@ -41,12 +48,17 @@ logger = logging.getLogger("babelq.runtime")
 _HANDLED = Outcome.ack()  #: the outcome of every handler run that returned (one shared value)
 
 
-def invoke(handler: Handler) -> Next:
-    """The innermost step: run ``handler`` and turn its exception, if any, into an outcome."""
+def invoke(handler: Handler, loop: EventLoopThread) -> Next:
+    """The innermost step: run ``handler`` and turn its exception, if any, into an outcome.
+
+    A coroutine (or other awaitable) it returns is run to completion on ``loop`` first: an
+    ``async def`` handler, or a plain function wrapping one, is done only when it has run."""
 
     def call(message: Message) -> Outcome:
         try:
-            handler(message)
+            result = handler(message)
+            if result is not None and is_coroutine(result):
+                loop.run(result)  # type: ignore[arg-type]
         except PermanentError as exc:
             return Outcome.dead_letter("failed", error=exc, cause=exc.cause, label=REJECTED)
         except UnavailableError as exc:  # "my dependency is down": put back, not the message's fault
@@ -56,6 +68,23 @@ def invoke(handler: Handler) -> Next:
         return _HANDLED
 
     return call
+
+
+def check_handler(urn: str, handler: Handler) -> None:
+    """Refuse, at registration, a handler that cannot be called with the message alone."""
+    if not callable(handler):
+        raise ConfigurationError(f"handler for {urn!r}: {handler!r} is not callable")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # a builtin without a signature: it will say so when called
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        name = getattr(handler, "__qualname__", None) or type(handler).__qualname__
+        raise ConfigurationError(
+            f"handler for {urn!r}: {name}{signature} must take one argument, the message"
+        ) from None
 
 
 def guarded(chain: Next) -> Next:
@@ -96,15 +125,16 @@ class Router:
         self._handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
         self._chains: dict[str, Next] = {}
+        #: where coroutine handlers run; its thread starts with the first one
+        self.loop = EventLoopThread()
 
     # -- configuration -------------------------------------------------------------------
     def add(self, urn: str, handler: Handler) -> None:
         """Map ``urn`` to ``handler`` (a URN has at most one handler)."""
-        if not callable(handler):
-            raise ConfigurationError(f"handler for {urn!r}: {handler!r} is not callable")
         if type(urn) is not str or not urn.strip():
             raise ConfigurationError(f"handler URN must be a non-empty string, got {urn!r}")
         check_urn(urn, strict=self.strict_urns)
+        check_handler(urn, handler)
         if urn in self._handlers:
             raise ConfigurationError(f"a handler is already registered for {urn!r}")
         self._handlers[urn] = handler
@@ -117,6 +147,10 @@ class Router:
         self._middleware.append(middleware)
         self._rebuild()
 
+    def close(self) -> None:
+        """Stop the event loop of coroutine handlers, if one was started."""
+        self.loop.close()
+
     @property
     def urns(self) -> Sequence[str]:
         return tuple(self._handlers)
@@ -128,10 +162,11 @@ class Router:
     def _rebuild(self) -> None:
         layers = tuple(self._middleware)
         if not layers:  # invoke() already turns every exception of the handler into an outcome
-            self._chains = {urn: invoke(handler) for urn, handler in self._handlers.items()}
+            self._chains = {urn: invoke(handler, self.loop) for urn, handler in self._handlers.items()}
             return
         self._chains = {
-            urn: guarded(compose(layers, invoke(handler))) for urn, handler in self._handlers.items()
+            urn: guarded(compose(layers, invoke(handler, self.loop)))
+            for urn, handler in self._handlers.items()
         }
 
     # -- consume path ----------------------------------------------------------------------
