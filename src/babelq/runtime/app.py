@@ -24,6 +24,7 @@ broker therefore waits for it instead of dying.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -45,9 +46,10 @@ from babelq.runtime.outage import RetryPause, broker_label, one_line
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
+from babelq.runtime.sending import AsyncSender, send_publications
 from babelq.runtime.signals import stop_on_signals
 from babelq.transports import open_transport
-from babelq.transports.base import Outgoing, Transport
+from babelq.transports.base import Transport
 from babelq.urls import redact
 
 H = TypeVar("H", bound=Handler)
@@ -135,6 +137,7 @@ class App:
         self._opening = threading.Lock()
         self._waiting: threading.Event | None = None  #: set by stop() while run() waits for the broker
         self._consumer: Consumer | None = None
+        self._sender: AsyncSender | None = None
         self._stop_requested = False
         if transport is not None:
             self.bind(transport)
@@ -238,11 +241,25 @@ class App:
 
     def close(self) -> None:
         """Close the transport if the app opened it from a URL, and stop the event loop of
-        ``async def`` handlers."""
+        ``async def`` handlers (with the asyncio client handlers published through)."""
+        sender, loop = self._sender, self.router.loop
+        if sender is not None and loop.running:
+            try:
+                loop.run(sender.aclose())
+            except Exception as exc:  # closing: nothing left to save, say it and go on
+                self.log.warning("closing the asyncio publisher on the App's loop failed: %s", one_line(exc))
         self.router.close()
         self._close_owned()
         self._transport = None
         self._url = None
+
+    async def aclose(self) -> None:
+        """:meth:`close` from a coroutine: also closes the asyncio client that
+        :meth:`publish_async` opened on the running loop (other loops' close with them)."""
+        sender = self._sender
+        if sender is not None:
+            await sender.aclose()
+        await asyncio.to_thread(self.close)
 
     def _close_owned(self) -> None:
         if self._transport is not None and self._owns_transport:
@@ -283,37 +300,42 @@ class App:
         self._publish_layers.append(middleware)
         return self
 
+    def _passed(self, publications: Sequence[Publication]) -> Sequence[Publication]:
+        """``publications`` after the publish middleware (each passes the chain alone)."""
+        if not self._publish_layers:
+            return publications
+        passed: list[Publication] = []
+        chain = compose_publish(self._publish_layers, passed.append)
+        for publication in publications:
+            chain(publication)
+        return passed
+
     def _emit(self, publications: Sequence[Publication]) -> list[str]:
         """Run ``publications`` through the publish middleware, then hand them to the transport.
 
         Without publish middleware this is one ``publish``/``publish_many`` call. With it, each
         publication passes the chain alone and what comes out is published as one batch per queue.
         """
-        if not self._publish_layers:
-            out = publications
-        else:
-            passed: list[Publication] = []
-            chain = compose_publish(self._publish_layers, passed.append)
-            for publication in publications:
-                chain(publication)
-            out = passed
-        transport = self.transport
-        by_queue: dict[str, list[Publication]] = {}
-        for publication in out:
-            by_queue.setdefault(publication.queue, []).append(publication)
-        for queue, group in by_queue.items():
-            if any(p.headers for p in group):
-                for p in group:  # headers travel one publication at a time
-                    send: Any = transport.publish
-                    body = p.envelope.encode()
-                    send(queue, body, envelope=p.envelope, delay_ms=p.delay_ms, headers=p.headers)
-            elif len(group) == 1:
-                p = group[0]
-                transport.publish(queue, p.envelope.encode(), envelope=p.envelope, delay_ms=p.delay_ms)
-            else:
-                outgoing = [Outgoing(p.envelope.encode(), p.envelope, p.delay_ms) for p in group]
-                transport.publish_many(queue, outgoing)
+        out = self._passed(publications)
+        send_publications(self.transport, out)
         return [p.envelope.id for p in out]
+
+    async def _emit_async(self, publications: Sequence[Publication]) -> list[str]:
+        out = self._passed(publications)  # CPU only: encryption, schema checks, headers
+        if out:
+            await (await self._async_sender()).send(out)
+        return [p.envelope.id for p in out]
+
+    async def _async_sender(self) -> AsyncSender:
+        """How this App's transport is written from a coroutine (opened on a thread when its
+        broker was down at bind: connecting blocks)."""
+        transport = self._transport
+        if transport is None:
+            transport = await asyncio.to_thread(lambda: self.transport)
+        sender = self._sender
+        if sender is None or sender.transport is not transport:
+            sender = self._sender = AsyncSender.for_transport(transport)
+        return sender
 
     # -- producing --------------------------------------------------------------------------------
     def _trace(self, trace_id: str | None) -> str | None:
@@ -373,6 +395,17 @@ class App:
 
         Options apply to every pair; envelopes are sent as they are.
         """
+        batch = self._batch(messages, queue, trace_id, delay_ms, extensions)
+        return self._emit(batch) if batch else []
+
+    def _batch(
+        self,
+        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        queue: str | None,
+        trace_id: str | None,
+        delay_ms: int,
+        extensions: Mapping[str, Any],
+    ) -> list[Publication]:
         target = queue or self.queue
         trace = self._trace(trace_id)
         delay = self._delay(delay_ms, extensions)
@@ -388,7 +421,49 @@ class App:
                 )
                 item_delay = delay
             batch.append(Publication(target, envelope, item_delay))
-        return self._emit(batch) if batch else []
+        return batch
+
+    # -- producing from asyncio -------------------------------------------------------------------
+    async def publish_async(
+        self,
+        urn: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        trace_id: str | None = None,
+        delay_ms: int = 0,
+        **extensions: Any,
+    ) -> str:
+        """:meth:`publish` for a coroutine: the broker call does not block the running loop.
+
+        Redis (both layouts) is written through ``redis.asyncio``; every other transport's
+        blocking call runs on a worker thread (docs/runtime.md, "Publishing from asyncio")."""
+        target = queue or self.queue
+        envelope = make(
+            urn, data, queue=target, trace_id=self._trace(trace_id), strict=self.strict_urns, **extensions
+        )
+        ids = await self._emit_async([Publication(target, envelope, self._delay(delay_ms, extensions))])
+        return ids[0] if ids else envelope.id
+
+    async def send_async(self, envelope: Envelope, *, queue: str | None = None, delay_ms: int = 0) -> str:
+        """:meth:`send` for a coroutine."""
+        target = queue or envelope.queue or self.queue
+        delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
+        await self._emit_async([Publication(target, envelope, delay)])
+        return envelope.id
+
+    async def publish_many_async(
+        self,
+        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        *,
+        queue: str | None = None,
+        trace_id: str | None = None,
+        delay_ms: int = 0,
+        **extensions: Any,
+    ) -> list[str]:
+        """:meth:`publish_many` for a coroutine."""
+        batch = self._batch(messages, queue, trace_id, delay_ms, extensions)
+        return await self._emit_async(batch) if batch else []
 
     # -- consuming --------------------------------------------------------------------------------
     def _consume(self, queue: str | None, limits: Limits, handle_signals: bool) -> int:

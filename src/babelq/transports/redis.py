@@ -76,8 +76,17 @@ from typing import TYPE_CHECKING, Any, get_args
 from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
-from babelq.transports.base import Delivery, Outgoing, check_tag
-from babelq.transports.redis_connection import CONNECT_TIMEOUT, SCRIPT_BATCH, RedisConnection, driver_errors
+from babelq.transports.base import Delivery, check_tag
+from babelq.transports.redis_connection import (
+    CONNECT_TIMEOUT,
+    SCRIPT_BATCH,
+    PublishItem,
+    PublishPlan,
+    Push,
+    RedisConnection,
+    RunScript,
+    driver_errors,
+)
 from babelq.transports.redis_options import DelayMode, RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
 
@@ -640,27 +649,23 @@ class RedisTransport(RedisConnection):
         else:
             self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), value)])
 
-    @driver_errors("publish_many")
-    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
-        self._check_open()
+    def publish_commands(self, queue: str, items: Sequence[PublishItem]) -> PublishPlan:
         keys = self.keys(queue)  # checks the name even for an empty batch
-        if not messages:
-            return
-        now = [bytes(m.body) for m in messages if self._delay_ms(m.delay_ms) <= 0]
+        now = [frame(body, headers) for body, delay_ms, headers in items if self._delay_ms(delay_ms) <= 0]
         later: list[str | bytes] = []
-        for m in messages:
-            if self._delay_ms(m.delay_ms) > 0:
-                later += [_seconds(m.delay_ms), member(_token(), m.body)]
-        pipe = self._redis.pipeline(transaction=True)
-        for start in range(0, len(now), _RPUSH_CHUNK):
-            pipe.rpush(keys.ready, *now[start : start + _RPUSH_CHUNK])
+        for body, delay_ms, headers in items:
+            if self._delay_ms(delay_ms) > 0:
+                later += [_seconds(delay_ms), member(_token(), frame(body, headers))]
+        plan: PublishPlan = [
+            Push(keys.ready, now[start : start + _RPUSH_CHUNK]) for start in range(0, len(now), _RPUSH_CHUNK)
+        ]
         for start in range(0, len(later), 2 * _SCRIPT_BATCH):
             chunk = later[start : start + 2 * _SCRIPT_BATCH]
             if self.delays == "lease":
-                self._park_script(keys=[keys.processing, keys.deadlines], args=chunk, client=pipe)
+                plan.append(RunScript(self._park_script, [keys.processing, keys.deadlines], chunk))
             else:
-                self._delayed_script(keys=[keys.delayed], args=chunk, client=pipe)
-        pipe.execute()
+                plan.append(RunScript(self._delayed_script, [keys.delayed], chunk))
+        return plan
 
     # -- reserve -------------------------------------------------------------------------
 

@@ -15,6 +15,10 @@ What lives here, and why each rule is what it is:
   connection (a socket cannot be pickled, and a given client is not ours to copy).
 * :func:`driver_errors` and :func:`_translated`: redis-py's errors become babelq's, one line, the
   URL's password redacted, split by what the caller must do next (see :func:`_translated`).
+* publishing as a plan: each layout says which commands a batch of bodies becomes
+  (:meth:`RedisConnection.publish_commands`: pushes and script calls); this class runs the plan
+  on a redis-py pipeline, and :mod:`babelq.transports.redis_async` runs the same plan through
+  ``redis.asyncio``, so both write exactly the same keys.
 
 redis-py is imported only when a client is made here, so importing this module (or either
 layout) pulls in no client library, like every transport module.
@@ -25,16 +29,19 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
-from babelq.transports.base import BaseTransport, Delivery
+from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
     from redis.commands.core import Script
+
+    from babelq.transports.redis_async import RedisAsyncWriter
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,6 +54,29 @@ CONNECT_TIMEOUT = 10.0
 _MAX_SWEEP_LIMIT = 4000
 #: members one script call takes at most (Lua's unpack() takes at most ~8000 values)
 SCRIPT_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Push:
+    """``RPUSH key values...``"""
+
+    key: str
+    values: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class RunScript:
+    """One call of a layout's Lua script (run by its SHA; loaded first where Redis lacks it)."""
+
+    script: Script
+    keys: list[str]
+    args: list[str | bytes]
+
+
+#: what publishing a batch sends, in order, in one MULTI/EXEC
+PublishPlan = list[Push | RunScript]
+#: a body to publish: (body, delay_ms, native headers or None)
+PublishItem = tuple[bytes, int, Mapping[str, str] | None]
 
 
 def _translated(exc: BaseException, action: str, where: str) -> BabelqError | None:
@@ -326,6 +356,35 @@ class RedisConnection(BaseTransport):
     def purge(self, queue: str) -> None:
         self._check_open()
         self._redis.delete(*self.keys(queue).all())
+
+    # -- publish -------------------------------------------------------------------------
+
+    def publish_commands(self, queue: str, items: Sequence[PublishItem]) -> PublishPlan:
+        """The commands that publish ``items`` to ``queue`` in this layout (checks the name first)."""
+        raise NotImplementedError
+
+    @driver_errors("publish_many")
+    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
+        self._check_open()
+        plan = self.publish_commands(queue, [(m.body, m.delay_ms, None) for m in messages])
+        if not plan:
+            return
+        pipe = self._redis.pipeline(transaction=True)
+        for command in plan:
+            if isinstance(command, Push):
+                pipe.rpush(command.key, *command.values)
+            else:
+                command.script(keys=command.keys, args=command.args, client=pipe)
+        pipe.execute()
+
+    def async_writer(self) -> RedisAsyncWriter | None:
+        """The ``redis.asyncio`` writer of this transport's URL (None for a given client: its
+        connection settings are its owner's)."""
+        if not self._owns_client:
+            return None
+        from babelq.transports.redis_async import RedisAsyncWriter
+
+        return RedisAsyncWriter(self)
 
     def close(self) -> None:
         if self._closed:

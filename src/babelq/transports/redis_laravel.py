@@ -56,8 +56,15 @@ from typing import TYPE_CHECKING, Any
 from babelq.bindings.redis import LARAVEL_PREFIX, LaravelKeys, laravel_keys, unframe
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
-from babelq.transports.base import Delivery, Outgoing
-from babelq.transports.redis_connection import SCRIPT_BATCH, RedisConnection, driver_errors
+from babelq.transports.base import Delivery
+from babelq.transports.redis_connection import (
+    SCRIPT_BATCH,
+    PublishItem,
+    PublishPlan,
+    RedisConnection,
+    RunScript,
+    driver_errors,
+)
 from babelq.transports.redis_options import RedisOptions, client_url
 from babelq.transports.url_options import TransportURL
 
@@ -262,25 +269,22 @@ class RedisLaravelTransport(RedisConnection):
         else:
             self._push_script(keys=[keys.ready, keys.notify], args=[bytes(body)])
 
-    @driver_errors("publish_many")
-    def publish_many(self, queue: str, messages: Sequence[Outgoing]) -> None:
-        self._check_open()
+    def publish_commands(self, queue: str, items: Sequence[PublishItem]) -> PublishPlan:
+        """Headers are dropped, as :meth:`publish` drops them."""
         keys = self.keys(queue)
-        if not messages:
-            return
-        now = [bytes(m.body) for m in messages if m.delay_ms <= 0]
+        now = [bytes(body) for body, delay_ms, _ in items if delay_ms <= 0]
         later: list[str | bytes] = []
-        for m in messages:
-            if m.delay_ms > 0:
-                later += [_seconds(m.delay_ms), bytes(m.body)]
-        pipe = self._redis.pipeline(transaction=True)
-        for start in range(0, len(now), _RPUSH_CHUNK):
-            chunk = now[start : start + _RPUSH_CHUNK]
-            self._push_script(keys=[keys.ready, keys.notify], args=chunk, client=pipe)
+        for body, delay_ms, _ in items:
+            if delay_ms > 0:
+                later += [_seconds(delay_ms), bytes(body)]
+        plan: PublishPlan = [
+            RunScript(self._push_script, [keys.ready, keys.notify], list(now[start : start + _RPUSH_CHUNK]))
+            for start in range(0, len(now), _RPUSH_CHUNK)
+        ]
         for start in range(0, len(later), 2 * _SCRIPT_BATCH):
-            pairs = later[start : start + 2 * _SCRIPT_BATCH]
-            self._delayed_script(keys=[keys.delayed], args=pairs, client=pipe)
-        pipe.execute()
+            chunk = later[start : start + 2 * _SCRIPT_BATCH]
+            plan.append(RunScript(self._delayed_script, [keys.delayed], chunk))
+        return plan
 
     # -- reserve -------------------------------------------------------------------------
 
