@@ -44,6 +44,7 @@ from babelq.envelope.payload import (
     too_deep_error,
     warn_unsafe_integer,
 )
+from babelq.envelope.typed_data import as_dict
 from babelq.envelope.urn import KNOWN_GOOD, check_urn
 from babelq.errors import EnvelopeError, URNError
 
@@ -180,7 +181,7 @@ def _full_check(doc: dict[str, Any]) -> int:
 
 def make(
     urn: str,
-    data: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | object | None = None,
     *,
     queue: str = DEFAULT_QUEUE,
     trace_id: str | None = None,
@@ -219,8 +220,14 @@ def make(
         payload = {}
     elif isinstance(data, Mapping):
         payload = dict(data)
+    elif (typed := as_dict(data)) is not None:
+        payload = typed
     else:
-        raise EnvelopeError("data", f"must be a JSON object (a dict), got {type(data).__name__}")
+        raise EnvelopeError(
+            "data",
+            f"must be a JSON object (a dict, a pydantic model, a msgspec Struct or a dataclass), "
+            f"got {type(data).__name__}",
+        )
     flags = fast_flags(payload)
 
     if trace_id is None:

@@ -354,7 +354,7 @@ class App:
     def publish(
         self,
         urn: str,
-        data: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | object | None = None,
         *,
         queue: str | None = None,
         trace_id: str | None = None,
@@ -384,7 +384,7 @@ class App:
 
     def publish_many(
         self,
-        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        messages: Iterable[tuple[str, Mapping[str, Any] | object | None] | Envelope],
         *,
         queue: str | None = None,
         trace_id: str | None = None,
@@ -400,7 +400,7 @@ class App:
 
     def _batch(
         self,
-        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        messages: Iterable[tuple[str, Mapping[str, Any] | object | None] | Envelope],
         queue: str | None,
         trace_id: str | None,
         delay_ms: int,
@@ -427,7 +427,7 @@ class App:
     async def publish_async(
         self,
         urn: str,
-        data: Mapping[str, Any] | None = None,
+        data: Mapping[str, Any] | object | None = None,
         *,
         queue: str | None = None,
         trace_id: str | None = None,
@@ -454,7 +454,7 @@ class App:
 
     async def publish_many_async(
         self,
-        messages: Iterable[tuple[str, Mapping[str, Any] | None] | Envelope],
+        messages: Iterable[tuple[str, Mapping[str, Any] | object | None] | Envelope],
         *,
         queue: str | None = None,
         trace_id: str | None = None,

@@ -30,6 +30,7 @@ EXPIRED = "expired"
 DEFERRED = "deferred"
 UNKNOWN_URN = "unknown_urn"
 REJECTED = "rejected"
+SCHEMA_INVALID = "schema_invalid"  #: data breaking its URN's schema or the handler's payload type
 UNSTARTED = "unstarted"
 UNAVAILABLE = "unavailable"
 

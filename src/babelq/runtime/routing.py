@@ -12,10 +12,11 @@ decides instead:
 ``release``     put back unchanged after a delay, for another worker of the fleet
 ``dead_letter`` dead-lettered at once with reason and cause ``unknown_urn``
 
-A handler is a function of one argument, the :class:`~babelq.runtime.message.Message`, checked
-when it is registered. It may be ``async def``: the coroutine runs to completion on the App's
-event loop (:mod:`babelq.runtime.event_loop`) before its outcome is decided, with the same
-outcomes as a plain function.
+A handler is a function of one argument, the :class:`~babelq.runtime.message.Message` (or, when
+that parameter is annotated with a payload type, ``data`` converted to it:
+:mod:`babelq.runtime.payloads`), checked when it is registered. It may be ``async def``: the
+coroutine runs to completion on the App's event loop (:mod:`babelq.runtime.event_loop`) before
+its outcome is decided, with the same outcomes as a plain function.
 
 A handler (or feature middleware) that raises :class:`~babelq.errors.UnavailableError` gets
 its message put back (:meth:`Outcome.unavailable <babelq.runtime.outcome.Outcome.unavailable>`):
@@ -27,7 +28,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from babelq.envelope import check_urn
 from babelq.errors import ConfigurationError, UnavailableError
@@ -36,7 +37,8 @@ from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.event_loop import EventLoopThread, is_coroutine
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
-from babelq.runtime.outcome import FAILED, REJECTED, UNKNOWN_URN, Outcome
+from babelq.runtime.outcome import FAILED, REJECTED, SCHEMA_INVALID, UNKNOWN_URN, Outcome
+from babelq.runtime.payloads import PayloadError, converter, payload_type
 
 #: A handler takes the message and returns nothing; raising means the attempt failed.
 Handler = Callable[[Message], object]
@@ -59,6 +61,10 @@ def invoke(handler: Handler, loop: EventLoopThread) -> Next:
             result = handler(message)
             if result is not None and is_coroutine(result):
                 loop.run(result)  # type: ignore[arg-type]
+        except PayloadError as exc:  # data that does not fit the handler's type: never retried
+            return Outcome.dead_letter(
+                rules.REASON_FAILED, error=exc, cause=rules.SCHEMA, label=SCHEMA_INVALID
+            )
         except PermanentError as exc:
             return Outcome.dead_letter("failed", error=exc, cause=exc.cause, label=REJECTED)
         except UnavailableError as exc:  # "my dependency is down": put back, not the message's fault
@@ -68,6 +74,21 @@ def invoke(handler: Handler, loop: EventLoopThread) -> Next:
         return _HANDLED
 
     return call
+
+
+def typed(urn: str, handler: Handler) -> Handler:
+    """``handler`` as a function of the message: one that asks for a payload type gets ``data``
+    converted to it (:mod:`babelq.runtime.payloads`); others are returned as they are."""
+    tp = payload_type(urn, handler)
+    if tp is None:
+        return handler
+    convert = converter(tp)
+    target: Callable[[Any], object] = handler
+
+    def with_payload(message: Message) -> object:
+        return target(convert(message.data))
+
+    return with_payload
 
 
 def check_handler(urn: str, handler: Handler) -> None:
@@ -137,7 +158,7 @@ class Router:
         check_handler(urn, handler)
         if urn in self._handlers:
             raise ConfigurationError(f"a handler is already registered for {urn!r}")
-        self._handlers[urn] = handler
+        self._handlers[urn] = typed(urn, handler)
         self._rebuild()
 
     def use(self, middleware: Middleware) -> None:

@@ -35,18 +35,13 @@ measures what that saves. Error texts never quote a value of a field the schema 
 
 from __future__ import annotations
 
-from typing import Final
-
 from babelq.errors import ConfigurationError
 from babelq.runtime import rules
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next, Publication, PublishNext
-from babelq.runtime.outcome import Outcome
+from babelq.runtime.outcome import SCHEMA_INVALID, Outcome
 from babelq.schema.errors import SchemaViolationError
 from babelq.schema.registry import SchemaRegistry
-
-#: Label (and counter) of a message dead-lettered by :class:`CheckSchema`.
-SCHEMA_INVALID: Final = "schema_invalid"
 
 
 def _registry(registry: object) -> SchemaRegistry:

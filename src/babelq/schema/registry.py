@@ -53,6 +53,15 @@ class SchemaRegistry:
             self._schemas[urn] = schema
             self._compiled[urn] = compiled
 
+    def register_type(self, urn: str, payload_type: Any) -> dict[str, Any]:
+        """Register the JSON Schema of a payload type (a pydantic model, a msgspec Struct, a
+        dataclass or a TypedDict: :mod:`babelq.schema.from_type`) as ``urn``'s; returns it."""
+        from babelq.schema.from_type import json_schema_of
+
+        schema = json_schema_of(payload_type)
+        self.register(urn, schema)
+        return schema
+
     def load(self, path: str | Path) -> list[str]:
         """Load a schema file or a directory of them; returns the URNs registered."""
         target = Path(path)
