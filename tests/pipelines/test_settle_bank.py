@@ -255,3 +255,17 @@ def test_settle_names_its_bank_and_refuses_a_bad_one_before_opening_the_ledger(
                               bank=f"{bank}:post")
     assert prepared.bank == f"core banking {bank}:post"
     assert SettleRun(SettleStats(), 0.0, True).bank.startswith(SIMULATED)  # the default
+
+
+@pytest.mark.spark
+def test_an_executor_without_the_bank_file_imports_the_copy_spark_shipped(spark: Any, tmp_path: Path) -> None:
+    """On a cluster the driver's path of a ``--bank`` file does not exist on the executors; settle
+    ships the file (``addFile``) and a Python worker imports the copy Spark fetched."""
+    import uuid
+
+    name = f"bank_{uuid.uuid4().hex[:12]}.py"  # a file name is shipped once per application
+    (tmp_path / name).write_text("def post(payment):\n    return 'from the shipped copy'\n")
+    spark.sparkContext.addFile(str(tmp_path / name))
+    spec = parse_bank(f"{tmp_path}/not-on-this-host/{name}:post")
+    posted = spark.sparkContext.parallelize([0], 1).map(lambda _: bank_post(spec)(None)).collect()
+    assert posted == ["from the shipped copy"]

@@ -227,7 +227,7 @@ def _import(spec: BankSpec) -> ModuleType:
 
 def _import_file(path: str) -> ModuleType:
     """The ``.py`` file at ``path`` as a module; on an executor that does not have the path (a
-    cluster), the copy settle shipped with the job (``SparkContext.addPyFile``)."""
+    cluster), the copy settle shipped with the job (``SparkContext.addFile``)."""
     file = Path(path)
     if not file.is_file():
         shipped = _shipped(file.name)

@@ -469,13 +469,14 @@ def prepare_settle(
 
 def _ship_bank(spark: Any, bank: BankChoice) -> None:
     """Ship a ``--bank`` ``.py`` file to the executors when they may not share the driver's files
-    (a cluster): each Python worker imports it from there
-    (:func:`~babelq.pipelines.core_banking.bank_post`)."""
+    (a cluster): each Python worker imports it from there by its path
+    (:func:`~babelq.pipelines.core_banking.bank_post`). ``addFile``, not ``addPyFile``: a file
+    on the workers' import path could shadow a module of the same name (a ``json.py``)."""
     from babelq.spark.session import is_local_master
 
     sc = spark.sparkContext
     if isinstance(bank, BankSpec) and bank.path and not is_local_master(str(sc.master)):
-        sc.addPyFile(bank.module)
+        sc.addFile(bank.module)
         log.info("shipping %s to the executors", bank.module)
 
 
