@@ -441,7 +441,7 @@ def prepare_settle(
     chosen = parse_bank(bank) if isinstance(bank, str) else bank
     described = describe_bank(chosen)  # imports it: a bad bank fails here, not in every task
     _ship_bank(spark, chosen)
-    log.info("settle: posting through %s", described)
+    log.debug("settle: posting through %s", described)  # the CLI prints it; SettleRun.bank holds it
     register(spark)
     config = SettleConfig(
         url=url,
