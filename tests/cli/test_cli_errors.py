@@ -223,6 +223,23 @@ CASES = [
         id="settle-fails-inside-spark",
         marks=pytest.mark.slow,
     ),
+    # -- settle: --bank, refused before the ledger is opened and before Spark starts ----------------------
+    *[
+        pytest.param(
+            Case((*SETTLE, "--ledger", "{tmp}/ledger.db", "--bank", bank), says=("--bank", *says),
+                 files={"bank.py": b"RATE = 1\n\n\ndef post(payment, extra):\n    pass\n"},
+                 absent=("ledger.db", "checkpoint")),
+            id=f"settle-bank-{name}",
+        )
+        for name, bank, says in [
+            ("no-colon", "mybank", ("'mybank'", "MODULE:ATTR")),
+            ("no-such-module", "nosuchbank:post", ("no module named 'nosuchbank'",)),
+            ("no-such-file", "./missing.py:post", ("no such file", "missing.py")),
+            ("no-such-attribute", "./bank.py:nothing", ("has no attribute 'nothing'",)),
+            ("not-a-bank", "./bank.py:RATE", ("'RATE' is of type int", "post(payment)")),
+            ("wrong-signature", "./bank.py:post", ("post must take one argument",)),
+        ]
+    ],
     # -- ingest -------------------------------------------------------------------------------------------
     pytest.param(
         Case(("ingest", "{tmp}/missing.csv", *INGEST), says=("missing.csv",), spark=True),

@@ -27,6 +27,9 @@ def test_demo_balances_at_2000_rows(demo_2000: Any) -> None:
     assert "<svg" in html and "BALANCED" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "<script" not in html
     assert "BALANCED" in render_text(result)
+    # the demo posts through the simulator, whose refusals are among its defects, and says so
+    assert result.settle.bank.startswith("simulated core banking")
+    assert "posted through simulated core banking</p>" in html
 
 
 @pytest.mark.spark

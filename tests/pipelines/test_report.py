@@ -216,6 +216,22 @@ def test_a_balanced_report_shows_money_checks_and_the_dlq_in_operator_terms(tmp_
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
 
 
+def test_the_report_and_the_demo_summary_say_core_banking_was_simulated(tmp_path: Path) -> None:
+    from babelq.pipelines.demo import render_text
+
+    result = synthetic(tmp_path)  # a run as the demo makes it: settle's default bank
+    _, html = write(result)
+    assert re.search(r'<p class="muted">babelq demo · [^<]* · posted through simulated core banking</p>',
+                     html)
+    assert re.search(r"<dt>Core banking</dt><dd>simulated core banking \(creditor accounts ending 0000 fail "
+                     r"once, 9999 always fail \(dead-lettered\)\)</dd>", html)
+    assert "\ncore banking: simulated core banking (" in render_text(result)
+
+    result.settle.bank = "core banking mybank:post"
+    _, html = write(result)
+    assert "posted through core banking mybank:post</p>" in html and "simulated" not in html
+
+
 def test_a_report_that_does_not_reconcile_says_which_currency_loudly(tmp_path: Path) -> None:
     result = synthetic(tmp_path, posted_aud=(6, 5_990))  # the ledger holds 0.10 AUD less than it should
     assert not result.balanced

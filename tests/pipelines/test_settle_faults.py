@@ -20,7 +20,7 @@ from payment_fixtures import transfer
 
 from babelq.envelope import decode, original_bytes
 from babelq.pipelines.core_banking import CoreBankingSimulator
-from babelq.pipelines.ledger import open_ledger
+from babelq.pipelines.ledger import Posting, open_ledger
 from babelq.pipelines.settle.partition import SettleConfig
 from babelq.transports import open_transport
 from conftest import require_service
@@ -81,15 +81,17 @@ def test_a_message_that_cannot_be_re_encoded_does_not_stop_the_batch(
 class _BuggyBank(CoreBankingSimulator):
     """Core banking whose client crashes on one reference (a bug, not a refusal)."""
 
-    def failure(self, data: Any, attempts: int) -> str | None:
-        if data.get("payment_reference") == "PAY-BOOM":
+    def post(self, payment: Posting) -> None:
+        if payment.payment_reference == "PAY-BOOM":
             raise KeyError("creditor_name")
-        return CoreBankingSimulator.failure(self, data, attempts)
+        CoreBankingSimulator.post(self, payment)
 
 
-def test_a_bug_on_one_message_dead_letters_that_message_alone(
+def test_a_bank_that_raises_on_one_message_fails_that_message_alone(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
+    """Whatever core banking raises is a failed attempt of that message, as a worker handler's
+    exception is: at its last attempt it is dead-lettered with the error; the rest are posted."""
     import sys
 
     from pyspark import cloudpickle
@@ -97,13 +99,13 @@ def test_a_bug_on_one_message_dead_letters_that_message_alone(
     # the buggy bank travels to Spark's Python workers by value (they cannot import this test file)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     config = _config(tmp_path, unique_queue, bank=_BuggyBank())
-    boom = transfer("PAY-BOOM", unique_queue).encode()
-    bodies = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(20)] + [boom]
+    boom = transfer("PAY-BOOM", unique_queue).with_attempts(2)
+    bodies = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(20)] + [boom.encode()]
     counts = _run(spark, config, bodies)
-    assert counts == {("posted", ""): 20, ("dead_lettered", "unprocessable"): 1}
+    assert counts == {("posted", ""): 20, ("dead_lettered", "max_attempts"): 1}
     [dead] = _drain(config.url, config.dlq)
-    assert original_bytes(dead) == boom
-    assert "KeyError" in orjson.loads(dead)["dead_letter"]["error"]
+    assert decode(dead).id == boom.id
+    assert orjson.loads(dead)["dead_letter"]["error"] == "core banking: KeyError: 'creditor_name'"
 
 
 def test_a_redelivered_micro_batch_dead_letters_and_retries_nothing_twice(

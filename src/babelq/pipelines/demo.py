@@ -395,6 +395,7 @@ def render_text(r: DemoResult) -> str:
         f"total {r.seconds:.1f} s; report: {r.report}",
         f"report export: {r.exported or r.export_note}",
         *([f"ledger: {r.ledger}"] if r.ledger else []),
+        f"core banking: {r.settle.bank}",
         "BALANCED" if r.balanced else "NOT BALANCED",
         "",
     ]

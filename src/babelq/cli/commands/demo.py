@@ -33,7 +33,8 @@ def register(subparsers: Subparsers) -> None:
         "demo",
         help="run the payment pipeline end to end on Spark (local[2] unless --master) and reconcile",
         description="Generate a bulk payments file with known defects, ingest it, settle it exactly once "
-        "through the embedded SQLite broker (or --broker), triage the DLQ and reconcile.",
+        "through the embedded SQLite broker (or --broker), triage the DLQ and reconcile. Payments are "
+        "posted through simulated core banking, whose refusals are among the defects.",
     )
     parser.add_argument(
         "--rows", type=int, default=100_000, help="payments in the file"

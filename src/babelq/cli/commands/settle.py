@@ -1,4 +1,9 @@
-"""``babelq settle``: consume a payments queue with Spark and post each payment exactly once."""
+"""``babelq settle``: consume a payments queue with Spark and post each payment exactly once.
+
+Payments are posted through simulated core banking unless ``--bank MODULE:ATTR`` names a real
+posting function (:mod:`babelq.pipelines.core_banking`); the command says which when it starts,
+in its summary and in ``--help``.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +22,22 @@ from babelq.cli.spark_options import (
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
+    from babelq.pipelines.core_banking import BankSpec
     from babelq.pipelines.progress import Progress
     from babelq.pipelines.settle import SettleRun, SettleStats
 
 
 def register(subparsers: Subparsers) -> None:
+    from babelq.pipelines.core_banking import SIMULATED, SIMULATED_RULES
+
     parser = subparsers.add_parser(
         "settle",
         help="stream a payments queue into the ledger exactly once (DLQ, retries) until drained",
         description="Run the settle streaming query until the queue is drained: poison, unsupported and "
         "expired messages go to <queue>.dlq, duplicates are dropped on meta.id, transfers are posted to the "
-        "ledger with their processed id in one transaction, failures are retried then dead-lettered.",
+        "ledger with their processed id in one transaction, failures are retried then dead-lettered. "
+        f"Without --bank, payments are posted through {SIMULATED} ({SIMULATED_RULES}): "
+        "not for real payments.",
     )
     broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="payments", help="queue")
@@ -64,6 +74,14 @@ def register(subparsers: Subparsers) -> None:
         help="serve Prometheus metrics on this port at /metrics while the query runs, in the worker's metric "
         "names, updated after every micro-batch (needs babelq[metrics]; default: off)",
     )
+    parser.add_argument(
+        "--bank",
+        metavar="MODULE:ATTR",
+        help="core banking to post each payment through: a dotted module or a path to a .py file, and an "
+        "object with a post(payment) method, a class of them, or a function post(payment); raise "
+        "babelq.runtime.PermanentError to dead-letter, UnavailableError when it is down, anything else to "
+        f"retry (docs/pipelines.md; default: {SIMULATED}, {SIMULATED_RULES})",
+    )
     progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
@@ -72,10 +90,10 @@ def register(subparsers: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
-    from babelq.metrics import counter_lines
+    from babelq.pipelines.core_banking import describe_bank
     from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import SettleStats
-    from babelq.pipelines.settle.metrics import serve_settle_metrics, settle_counters
+    from babelq.pipelines.settle.metrics import serve_settle_metrics
 
     url = required_broker_url(args)
     # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger
@@ -85,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"{option}: must be at least 1, got {value}")
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
-    open_ledger(args.ledger).close()  # a bad --ledger fails now, before Spark starts
+    bank = check_bank(args.bank)  # a bad --bank fails now, before Spark starts
+    open_ledger(args.ledger).close()  # and a bad --ledger
+    write(f"settle: posting payments through {describe_bank(bank)}\n")
     stats = SettleStats()
     # a port in use or a missing prometheus_client fails now, before Spark starts
     exporter = None if args.metrics_port is None else serve_settle_metrics(stats, args.metrics_port, url=url,
@@ -95,21 +115,31 @@ def run(args: argparse.Namespace) -> int:
         with open_progress(args) as progress:
             spark = start_spark(args, "babelq-settle", broker=url, ledger=args.ledger,
                                 defaults=session_defaults(args, progress))
-            result = _settle_watched(args, spark, url, stats, progress)
+            result = _settle_watched(args, spark, url, stats, progress, bank=bank)
     finally:
         if exporter is not None:
             exporter.close()
+    write(summary(result, queue=args.queue, timeout=args.timeout))
+    return 0 if result.drained else 1
+
+
+def summary(result: SettleRun, *, queue: str, timeout: float) -> str:
+    """What settle prints when it stops: how it ended, where it posted, the outcomes, the counters."""
+    from babelq.metrics import counter_lines
+    from babelq.pipelines.settle.metrics import settle_counters
+
     if result.drained:
         state = "drained"
     else:
         held = "an unknown number" if result.reserved is None else f"{result.reserved:,}"
         state = (
-            f"NOT drained after --timeout {args.timeout:g} s: {result.waiting:,} waiting, {held} reserved "
+            f"NOT drained after --timeout {timeout:g} s: {result.waiting:,} waiting, {held} reserved "
             "by a consumer; run settle again to continue"
         )
     lines = [
         f"{result.stats.messages} messages in {result.stats.batches} micro-batches, {result.seconds:.1f} s, "
-        f"{state}"
+        f"{state}",
+        f"  posted through {result.bank}",
     ]
     if result.republished:
         who = "a crashed run or a killed task"
@@ -119,13 +149,28 @@ def run(args: argparse.Namespace) -> int:
         lines.append(f"  read from the broker by {len(result.stats.readers)} process(es):")
         lines += [f"    {who}: {n}" for who, n in sorted(result.stats.readers.items())]
     lines.append("  as --metrics-port serves them:")
-    lines += [f"    {line}" for line in counter_lines(settle_counters(result.stats), args.queue)]
-    write("\n".join(lines) + "\n")
-    return 0 if result.drained else 1
+    lines += [f"    {line}" for line in counter_lines(settle_counters(result.stats), queue)]
+    return "\n".join(lines) + "\n"
+
+
+def check_bank(text: str | None) -> BankSpec | None:
+    """``--bank`` parsed and imported on the driver, so a bad one is one line before Spark starts;
+    None for the simulator."""
+    from babelq.errors import ConfigurationError
+    from babelq.pipelines.core_banking import bank_post, parse_bank
+
+    if text is None:
+        return None
+    try:
+        spec = parse_bank(text)
+        bank_post(spec)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"--bank {text!r}: {exc}") from exc
+    return spec
 
 
 def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: SettleStats,
-                    progress: Progress) -> SettleRun:
+                    progress: Progress, *, bank: BankSpec | None) -> SettleRun:
     """Run settle with its progress shown: messages settled, reserved and waiting (asked of the
     broker through a connection of its own, only when progress is shown)."""
     from babelq.pipelines.progress import SettleProgress
@@ -150,6 +195,7 @@ def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: Settl
             visibility_timeout=args.visibility_timeout,
             stats=stats,
             on_poll=watch,
+            bank=bank,
         )
     finally:
         if transport is not None:

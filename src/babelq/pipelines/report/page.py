@@ -48,7 +48,7 @@ def render(r: DemoResult) -> str:
     body = [
         f"<h1>Payments run: {esc(name)}</h1>",
         f'<p class="muted">babelq demo · {count(r.generated.rows)} rows · started {iso_s(r.started_at)} · '
-        f"finished {iso_s(r.finished_at)} · {r.seconds:,.1f} s</p>",
+        f"finished {iso_s(r.finished_at)} · {r.seconds:,.1f} s · posted through {esc(_bank_name(r))}</p>",
         verdict(r),
         cards(r),
         facts(r),
@@ -61,6 +61,11 @@ def render(r: DemoResult) -> str:
         "command printed; every URL has its password masked.</p>",
     ]
     return page(f"Payments run {name}: {'balanced' if r.balanced else 'NOT BALANCED'}", "\n".join(body))
+
+
+def _bank_name(r: DemoResult) -> str:
+    """The core banking the run posted through, short: its rules are in the Run facts."""
+    return r.settle.bank.split(" (", 1)[0]
 
 
 def verdict(r: DemoResult) -> str:
@@ -109,6 +114,7 @@ def facts(r: DemoResult) -> str:
         ("Broker", redact(r.broker)),
         ("Queue → DLQ", f"{r.queue} → {r.triage.dlq}"),
         ("Ledger", r.ledger),
+        ("Core banking", r.settle.bank),
         ("Settle", f"{count(stats.batches)} micro-batches, {count(stats.count('retried'))} retries, "
                    f"{count(stats.count('duplicate'))} duplicates dropped"),
     ]

@@ -19,7 +19,7 @@ runtime counter             settle outcomes
 ``dead_lettered.poison``    causes ``poison``, ``unsupported``, ``unprocessable`` (a poison record)
 ``dead_lettered.unknown_urn``  cause ``unknown_urn``
 ``dead_lettered.failed``    every other cause (``expired``, ``invalid``, ``max_attempts``,
-                            ``reference_conflict``, ``unpostable``)
+                            ``rejected``, ``reference_conflict``, ``unpostable``)
 ==========================  ===================================================================
 
 Not exported, because settle cannot observe them: ``babelq_leases_lost_total`` (the source

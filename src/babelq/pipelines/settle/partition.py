@@ -17,17 +17,19 @@ Per row, in order:
 4. rule ``expired`` -> DLQ (``failed``, cause ``expired``); ``deferred`` -> published again,
    unchanged, for the rest of its delay; ``unknown_urn`` -> DLQ (reason and cause ``unknown_urn``);
 5. the handler: data breaking the URN's JSON Schema or not validated by ingest -> DLQ (cause
-   ``invalid``); core banking refuses -> published again with attempts+1 after the shared
+   ``invalid``); core banking (:mod:`babelq.pipelines.core_banking`: the simulator, or the
+   ``--bank``'s ``post``) fails the attempt -> published again with attempts+1 after the shared
    policy's jittered backoff (``on_failure`` ``retry``), or DLQ (cause ``max_attempts``) when the
-   attempts ran out; otherwise posted. The ledger refuses a second posting of the same payment
-   under another ``meta.id`` (its ``payment_reference`` is the business key: dropped as a
-   duplicate), and dead-letters a posting it cannot store or a different payment reusing a posted
-   reference.
+   attempts ran out; refuses for good (``PermanentError``) -> DLQ (counted as cause ``rejected``);
+   is unavailable -> the task fails, as for the ledger below; otherwise posted. The ledger
+   refuses a second posting of the same payment under another ``meta.id`` (its
+   ``payment_reference`` is the business key: dropped as a duplicate), and dead-letters a posting
+   it cannot store or a different payment reusing a posted reference.
 
 One message can never stop the batch: anything that goes wrong while settling one message (a
 handler bug, a body that cannot be re-encoded) dead-letters that message alone, with its original
 bytes (cause ``unprocessable``). Infrastructure failures (:class:`~babelq.errors.UnavailableError`:
-ledger, broker) are not the message's fault: they fail the task, so the micro-batch is delivered
+ledger, broker, core banking) are not the message's fault: they fail the task, so the micro-batch is delivered
 again.
 
 Every dead letter, retry and deferral is claimed in the ledger's outbox in the same transaction as
@@ -45,7 +47,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -54,13 +56,14 @@ from babelq.envelope import Envelope, annotate, decode, dlq_name, now_ms, poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines import TRANSFER_URN
-from babelq.pipelines.core_banking import CoreBankingSimulator
+from babelq.pipelines.core_banking import BankChoice, CoreBankingError, bank_post
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Ledger, Outbound, Posting, open_ledger, outbox_key
 from babelq.pipelines.settle.classify import CLASSIFIED
 from babelq.pipelines.transfer_schema import obviously_valid, schema_errors
 from babelq.runtime import rules
 from babelq.runtime.backoff import Backoff
+from babelq.runtime.errors import PermanentError
 from babelq.transports import Outgoing, open_transport
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,8 @@ ALREADY_PROCESSED = "already_processed"
 CORE_BANKING = "core_banking"
 #: The cause of a transfer whose data breaks the URN's JSON Schema.
 INVALID = "invalid"
+#: The cause settle counts a payment core banking refused for good under (``PermanentError``).
+REJECTED = "rejected"
 
 #: The URNs settle has a handler for; every other one is ``unknown_urn``.
 HANDLED_URNS = (TRANSFER_URN,)
@@ -105,7 +110,9 @@ class SettleConfig:
     ledger_prefix: str = ""
     max_attempts: int = 3
     retry_delay_ms: int = 1_000  #: the backoff's base: the first retry waits up to this long
-    bank: CoreBankingSimulator = field(default_factory=CoreBankingSimulator)
+    #: where payments are posted: None for the simulator, else a ``--bank`` spec, imported by
+    #: each Python worker (:func:`~babelq.pipelines.core_banking.bank_post`), or a bank itself
+    bank: BankChoice = None
 
     @property
     def dlq(self) -> str:
@@ -169,6 +176,7 @@ class _Partition:
         self.rows = rows
         self.slot = slot
         self.policy = config.policy
+        self.post = bank_post(config.bank)
         self.outbound: list[Outbound] = []
         self.labels: dict[str, tuple[str, str | None]] = {}  # outbox key -> (outcome, cause)
         self.postings: list[Posting] = []
@@ -268,7 +276,7 @@ def _handle(part: _Partition, i: int) -> None:
 
     Written for the hot path (most rows are posted): data is read from the JSON text decode left,
     the schema is checked by its quick accept-only test first, and a posting is a plain tuple."""
-    columns, config = part.rows.columns, part.config
+    columns = part.rows.columns
     text = columns["data_json"][i]
     data: Any = orjson.loads(text) if text is not None else None
     attempts = columns["attempts"][i]
@@ -280,17 +288,33 @@ def _handle(part: _Partition, i: int) -> None:
             part.dead(i, part.envelope(i), rules.REASON_FAILED, INVALID, error="; ".join(problems))
             return
         # valid by the full validator although not by the quick test (e.g. amount 1000.0)
-    failure = config.bank.failure(data, attempts)
-    if failure is not None:
-        _failed(part, i, attempts, failure)
-        return
     mid = _message_id(part, i)
-    part.postings.append(Posting(
+    posting = Posting(
         mid, data["payment_reference"], data["amount_cents"], data["currency"], data["debtor_bsb"],
         data["debtor_account"], data["creditor_bsb"], data["creditor_account"],
         columns["correlation_id"][i], columns["trace_id"][i], attempts, part.now,
-    ))
+    )
+    try:  # the runtime's handler contract (core_banking's docstring)
+        part.post(posting)
+    except UnavailableError:
+        raise  # core banking is down: the micro-batch is delivered again
+    except PermanentError as exc:
+        dead = part.dead_letter(i, part.envelope(i), rules.REASON_FAILED, exc.cause or REJECTED,
+                                error=_bank_error(exc))
+        part.outbound.append(dead)
+        part.labels[dead.key] = (DEAD_LETTERED, REJECTED)  # a bounded label set, whatever the cause
+        return
+    except Exception as exc:
+        _failed(part, i, attempts, _bank_error(exc))
+        return
+    part.postings.append(posting)
     part.posted_rows[mid] = i
+
+
+def _bank_error(exc: Exception) -> str:
+    """The dead letter's ``error`` for a refusal: core banking's own words, saying who refused."""
+    text = str(exc) if isinstance(exc, (CoreBankingError, PermanentError)) else f"{type(exc).__name__}: {exc}"
+    return text if text.startswith("core banking") else f"core banking: {text}"
 
 
 def _failed(part: _Partition, i: int, attempts: int, failure: str) -> None:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast
 
 from babelq.errors import BabelqError
+from babelq.pipelines.core_banking import SIMULATED_DESCRIPTION, BankChoice, BankSpec, describe_bank
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.settle.classify import Classifier, decoded
@@ -290,6 +291,8 @@ class SettleRun:
     reserved: int | None = 0
     #: outbox rows a crashed run (at start) or a task Spark retried (before "drained") left unpublished
     republished: int = 0
+    #: where the run posted payments (:func:`~babelq.pipelines.core_banking.describe_bank`)
+    bank: str = SIMULATED_DESCRIPTION
 
 
 def _flush_outbox(config: SettleConfig) -> int:
@@ -327,6 +330,8 @@ class SettleQuery:
     classifier: Classifier
     #: outbox rows a crashed run committed but never published, published while preparing
     republished: int = 0
+    #: where payments are posted (:func:`~babelq.pipelines.core_banking.describe_bank`)
+    bank: str = SIMULATED_DESCRIPTION
 
     def run(
         self,
@@ -407,7 +412,7 @@ class SettleQuery:
             # the whole text (the CLI shows its root cause on one line); URLs in it redacted
             raise BabelqError(f"settle query failed: {redact_text(str(error))}") from None
         return SettleRun(stats, time.monotonic() - started, drained, waiting if not drained else 0,
-                         reserved if not drained else 0, republished)
+                         reserved if not drained else 0, republished, self.bank)
 
 
 def prepare_settle(
@@ -422,14 +427,21 @@ def prepare_settle(
     max_messages_per_batch: int | None = None,
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
+    bank: str | BankChoice = None,
 ) -> SettleQuery:
-    """Everything :func:`settle` does before its query starts: check the targets, open the ledger
-    (a bad ``--ledger`` fails now) and publish what a crashed run left in its outbox, build the
-    decoded stream and the classifier. The arguments are :func:`settle`'s."""
+    """Everything :func:`settle` does before its query starts: check the targets, load the bank
+    (a bad one fails now) and ship its file to a cluster's executors, open the ledger (a bad
+    ``--ledger`` fails now) and publish what a crashed run left in its outbox, build the decoded
+    stream and the classifier. The arguments are :func:`settle`'s."""
     from babelq.pipelines.cluster_checks import check_session_targets
+    from babelq.pipelines.core_banking import parse_bank
     from babelq.spark.datasource import register
 
     check_session_targets(spark, broker=url, ledger=ledger)
+    chosen = parse_bank(bank) if isinstance(bank, str) else bank
+    described = describe_bank(chosen)  # imports it: a bad bank fails here, not in every task
+    _ship_bank(spark, chosen)
+    log.debug("settle: posting through %s", described)  # the CLI prints it; SettleRun.bank holds it
     register(spark)
     config = SettleConfig(
         url=url,
@@ -438,6 +450,7 @@ def prepare_settle(
         ledger_prefix=ledger_prefix,
         max_attempts=max_attempts,
         retry_delay_ms=retry_delay_ms,
+        bank=chosen,
     )
     partitions = num_partitions or max(int(spark.sparkContext.defaultParallelism), 1)
     republished = _flush_outbox(config)
@@ -451,7 +464,20 @@ def prepare_settle(
         .load()
     )
     classifier = Classifier(urns=HANDLED_URNS, policy=config.policy)
-    return SettleQuery(config, stream, classifier, republished)
+    return SettleQuery(config, stream, classifier, republished, described)
+
+
+def _ship_bank(spark: Any, bank: BankChoice) -> None:
+    """Ship a ``--bank`` ``.py`` file to the executors when they may not share the driver's files
+    (a cluster): each Python worker imports it from there by its path
+    (:func:`~babelq.pipelines.core_banking.bank_post`). ``addFile``, not ``addPyFile``: a file
+    on the workers' import path could shadow a module of the same name (a ``json.py``)."""
+    from babelq.spark.session import is_local_master
+
+    sc = spark.sparkContext
+    if isinstance(bank, BankSpec) and bank.path and not is_local_master(str(sc.master)):
+        sc.addFile(bank.module)
+        log.info("shipping %s to the executors", bank.module)
 
 
 class SettleOptions(TypedDict, total=False):
@@ -463,6 +489,7 @@ class SettleOptions(TypedDict, total=False):
     max_messages_per_batch: int | None
     num_partitions: int | None
     visibility_timeout: float
+    bank: str | BankChoice
 
 
 class RunOptions(TypedDict, total=False):
@@ -496,7 +523,9 @@ def settle(
     (:func:`default_batch`: 100,000 where the executors read the broker, SQLite and Redis; 20,000
     where the driver's planner does, AMQP, SQS, Redis's Laravel layout), ``num_partitions`` (how
     many tasks read and settle each micro-batch in parallel; default: Spark's default parallelism,
-    the cores of a local master), ``visibility_timeout`` (300 s); ``timeout`` (600 s), ``stats``,
+    the cores of a local master), ``visibility_timeout`` (300 s), ``bank`` (where payments are
+    posted: None for the simulator, or ``MODULE:ATTR``, see :mod:`babelq.pipelines.core_banking`);
+    ``timeout`` (600 s), ``stats``,
     ``on_poll`` and ``trigger_ms``. Raises the query's error if it dies (e.g.
     :class:`InjectedCrashError` from the test hook); the checkpoint then lets the next call
     continue.
