@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-import pytest
-
 from babelq.envelope import original_bytes
 from babelq.runtime import App, Message, PermanentError
 from babelq.testing import TestBroker
