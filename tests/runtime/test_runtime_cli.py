@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,3 +77,70 @@ def test_worker_command_reports_a_bad_app_spec(app_dir: Path, capsys: pytest.Cap
     assert "no attribute" in capsys.readouterr().err
     assert main(["worker", "--url", "memory://", "--app", "cli_worker_app:seen"]) == 2
     assert "not a babelq.runtime.App" in capsys.readouterr().err
+
+
+def test_the_log_options_go_before_or_after_the_command() -> None:
+    import logging
+
+    from babelq.cli.main import build_parser, log_level
+
+    parser = build_parser()
+
+    def level(argv: list[str]) -> int:
+        args, _ = parser.parse_known_args(argv)
+        args.verbose += args.sub_verbose
+        return log_level(args)
+
+    base = ["--app", "m:a", "--until-empty"]
+    assert level(["worker", *base]) == logging.INFO  # a worker says what it consumes
+    assert level(["inspect", "f"]) == logging.WARNING
+    assert level(["-v", "inspect", "f"]) == level(["inspect", "f", "-v"]) == logging.INFO
+    assert level(["-v", "inspect", "f", "-v"]) == logging.DEBUG
+    assert level(["worker", *base, "--log-level", "warning"]) == logging.WARNING
+    assert level(["--log-level", "error", "worker", *base]) == logging.ERROR
+
+
+def test_a_running_worker_says_what_it_consumes_and_exits_with_plain_counters(app_dir: Path) -> None:
+    """The start-up line at INFO (queue, broker, handlers, threads); on SIGTERM one JSON line
+    of counters, without the latency histogram's raw buckets that --metrics-port adds."""
+    import os
+    import signal
+    import socket
+    import subprocess
+
+    url = f"sqlite:///{app_dir}/q.db"
+    transport = open_transport(url)
+    transport.publish("cli-orders", make("urn:babel:orders:created", {"n": 1}, queue="cli-orders").encode())
+    transport.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(app_dir), *sys.path])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "babelq.cli.main", "worker", "--broker", url, "--app", "cli_worker_app:app",
+         "--concurrency", "2", "--metrics-port", str(port)],
+        cwd=app_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "consuming" in line:
+                break
+        start = lines[-1]
+        assert start.startswith("INFO") and "'cli-orders'" in start and url in start
+        assert "2 handler thread(s)" in start and "urn:babel:orders:created" in start
+        deadline = time.monotonic() + 20
+        while not (app_dir / "seen.txt").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["handled"] == 1
+    assert not [k for k in stats if k.startswith("latency.")]

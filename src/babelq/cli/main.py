@@ -193,6 +193,33 @@ def _register(subparsers: Subparsers, name: str) -> None:
             _unavailable(name, subparsers, f"failed to register: {type(exc).__name__}: {exc}")
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """``-v`` and ``--log-level``, before or after the command name (counted together)."""
+    parser.add_argument(
+        "-v", "--verbose", dest=f"{prefix}verbose", action="count", default=0,
+        help="log more (-v info, -vv debug) and show tracebacks on errors",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-level", dest=f"{prefix}log_level", choices=LOG_LEVELS, default=None,
+        help="the level of log lines on stderr (default: warning; info for worker)",
+    )  # fmt: skip
+
+
+def log_level(args: argparse.Namespace) -> int:
+    """The level ``-v``/``--log-level`` ask for; a long-running worker logs at INFO by default
+    (its start-up line says what it consumes)."""
+    named = getattr(args, "sub_log_level", None) or getattr(args, "log_level", None)
+    if named is not None:
+        return int(getattr(logging, named.upper()))
+    verbose = args.verbose
+    if verbose == 0 and getattr(args, "command", None) == "worker":
+        return logging.INFO
+    return {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``babelq`` argument parser with every available command."""
     from babelq import __version__
@@ -202,12 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="BabelQueue envelopes for Python: encode, inspect, check conformance, run pipelines.",
     )
     parser.add_argument("--version", action="version", version=f"babelq {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug) to stderr"
-    )
+    _logging_options(parser, "")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         _register(subparsers, name)
+    for command in subparsers.choices.values():  # `babelq worker -v` as well as `babelq -v worker`
+        _logging_options(command, "sub_")
     from babelq.cli.help_format import use_everywhere
 
     use_everywhere(parser)
@@ -220,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "accepts_any_arguments", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    args.verbose += getattr(args, "sub_verbose", 0)
+    level = log_level(args)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose == 0:
         # Py4J logs a Spark foreachBatch function's exception with its whole traceback before

@@ -500,9 +500,9 @@ class App:
     def run(self, *, queue: str | None = None, handle_signals: bool = True) -> int:
         """Consume until stopped (SIGTERM/SIGINT or :meth:`stop`); returns messages processed."""
         self.log.info(
-            "consuming %r with %d handler thread(s), prefetch %d; URNs: %s",
-            queue or self.queue, self.tuning.concurrency, self.tuning.prefetch,
-            ", ".join(self.router.urns) or "(none)",
+            "consuming %r on %s with %d handler thread(s), prefetch %d; handlers: %s",
+            queue or self.queue, self._broker or "(no broker yet)", self.tuning.concurrency,
+            self.tuning.prefetch, ", ".join(self.router.urns) or "(none)",
         )
         return self._consume(queue, Limits(), handle_signals)
 

@@ -165,5 +165,11 @@ def run(args: argparse.Namespace) -> int:
         app.close()
         if owned is not None:
             owned.close()
-    write(json.dumps(stats, sort_keys=True) + "\n")
+    write(json.dumps(shown_stats(stats), sort_keys=True) + "\n")
     return 0
+
+
+def shown_stats(stats: dict[str, int]) -> dict[str, int]:
+    """The counters a person reads at exit: the histogram's raw buckets are the metrics
+    exporter's material (``/metrics`` shows them as a histogram), not a summary's."""
+    return {k: v for k, v in stats.items() if not k.startswith("latency.")}
