@@ -46,6 +46,7 @@ from babelq.runtime.outage import RetryPause, broker_label, one_line
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
+from babelq.runtime.rules import RetryPolicy
 from babelq.runtime.sending import AsyncSender, send_publications
 from babelq.runtime.signals import stop_on_signals
 from babelq.transports import open_transport
@@ -138,6 +139,8 @@ class App:
         self._waiting: threading.Event | None = None  #: set by stop() while run() waits for the broker
         self._consumer: Consumer | None = None
         self._sender: AsyncSender | None = None
+        #: a URN's own retry policy, from ``@app.handler(urn, max_attempts=..., backoff=...)``
+        self._urn_policies: dict[str, RetryPolicy] = {}
         self._stop_requested = False
         if transport is not None:
             self.bind(transport)
@@ -272,23 +275,50 @@ class App:
         self.close()
 
     # -- handlers and middleware ------------------------------------------------------------------
-    def handler(self, urn: str) -> Callable[[H], H]:
+    def handler(
+        self,
+        urn: str,
+        *,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[H], H]:
         """Decorator: ``@app.handler("urn:babel:orders:created")`` maps the URN to the function.
 
         The function takes one argument, the :class:`~babelq.runtime.message.Message` (a
         different shape is a :class:`~babelq.errors.ConfigurationError` here, at start). It may
         be ``async def``: it then runs to completion on the App's event loop, at most
-        ``concurrency`` at a time, before its message is settled."""
+        ``concurrency`` at a time, before its message is settled.
+
+        ``max_attempts`` and ``backoff`` override the App's for this URN's messages. ``timeout``
+        (seconds, ``async def`` handlers only: a thread cannot be interrupted safely) cancels a
+        run that takes longer; that run counts as a failed attempt."""
 
         def register(fn: H) -> H:
-            self.router.add(urn, fn)
+            self.register(urn, fn, max_attempts=max_attempts, backoff=backoff, timeout=timeout)
             return fn
 
         return register
 
-    def register(self, urn: str, fn: Handler) -> None:
-        """Map ``urn`` to ``fn(message)`` (plain or ``async def``; see :meth:`handler`)."""
-        self.router.add(urn, fn)
+    def register(
+        self,
+        urn: str,
+        fn: Handler,
+        *,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Map ``urn`` to ``fn(message)`` (plain or ``async def``; options as :meth:`handler`)."""
+        own: RetryPolicy | None = None
+        if max_attempts is not None or backoff is not None:
+            own = RetryPolicy(
+                self.policy.max_attempts if max_attempts is None else max_attempts,
+                backoff or self.policy.backoff,
+            )
+        self.router.add(urn, fn, timeout=timeout)
+        if own is not None:
+            self._urn_policies[urn] = own
 
     def use(self, middleware: Middleware) -> App:
         """Add feature middleware around every handler (after those already added)."""
@@ -479,7 +509,7 @@ class App:
             transport,
             queue or self.queue,
             pipeline=self._pipeline,
-            disposer=Disposer(transport, self.counters, self.policy, self.log),
+            disposer=Disposer(transport, self.counters, self.policy, self.log, self._urn_policies),
             counters=self.counters,
             tuning=self.tuning,
             log=self.log,

@@ -28,7 +28,7 @@ says so at ERROR.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -87,13 +87,20 @@ class Disposer:
     """Applies outcomes to the transport and counts what it did."""
 
     def __init__(
-        self, transport: Transport, counters: Counters, policy: FailurePolicy, log: logging.Logger
+        self,
+        transport: Transport,
+        counters: Counters,
+        policy: FailurePolicy,
+        log: logging.Logger,
+        per_urn: Mapping[str, rules.RetryPolicy] | None = None,
     ) -> None:
         self.transport = transport
         self.counters = counters
         self.max_attempts = policy.max_attempts
         self.backoff = policy.backoff
         self.retry = rules.RetryPolicy(policy.max_attempts, policy.backoff)
+        #: a URN's own max_attempts/backoff (``@app.handler(urn, max_attempts=...)``)
+        self.per_urn: Mapping[str, rules.RetryPolicy] = dict(per_urn or {})
         self.policy = policy.dead_letter
         self.max_delay_ms = policy.max_delay_ms
         self.log = log
@@ -161,10 +168,11 @@ class Disposer:
             self.transport.release(processed.delivery, delay_ms=self.backoff.delay_ms(1))
             self.counters.incr("released")
             return
-        runs = self.retry.runs(message.attempts)
+        retry = self.per_urn.get(message.urn, self.retry) if self.per_urn else self.retry
+        runs = retry.runs(message.attempts)
         error = _error_text(outcome.error)
-        if self.retry.retries(message.attempts):
-            delay = min(self.retry.delay_ms(runs), self.max_delay_ms)
+        if retry.retries(message.attempts):
+            delay = min(retry.delay_ms(runs), self.max_delay_ms)
             body, unwritable = record_or_poison(  # cannot be written back: dead-letter it rather than loop
                 lambda: message.envelope.with_attempts(runs).encode(), processed.delivery.body,
                 original_queue=processed.delivery.queue, error=error, attempts=runs, cause=outcome.cause,
@@ -177,13 +185,13 @@ class Disposer:
             self.counters.incr("retried")
             self.log.warning(
                 "attempt %d/%d of %s id=%s trace_id=%s failed (%s); retrying in %d ms",
-                runs, self.max_attempts, message.urn, message.id, message.trace_id, error, delay,
+                runs, retry.max_attempts, message.urn, message.id, message.trace_id, error, delay,
                 extra=_extra(message),
             )
             return
         runs = min(runs, INT64_MAX)  # at the maximum: dead-lettered, never written as 2**63
         exc = outcome.error if isinstance(outcome.error, BaseException) else None
-        cause = self.retry.exhausted_cause(outcome.cause)
+        cause = retry.exhausted_cause(outcome.cause)
         record, reason = self._record(
             processed,
             lambda: annotate(

@@ -25,13 +25,15 @@ a dependency being down is never the message's fault.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, get_args
 
 from babelq.envelope import check_urn
-from babelq.errors import ConfigurationError, UnavailableError
+from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.event_loop import EventLoopThread, is_coroutine
@@ -89,6 +91,49 @@ def typed(urn: str, handler: Handler) -> Handler:
         return target(convert(message.data))
 
     return with_payload
+
+
+class HandlerTimeoutError(BabelqError, TimeoutError):
+    """An ``async def`` handler ran longer than its ``timeout``: the run was cancelled and counts
+    as a failed attempt."""
+
+
+def is_async(handler: Handler) -> bool:
+    """Whether calling ``handler`` makes a coroutine (a function, a partial, a callable object)."""
+    call = handler if inspect.isroutine(handler) or isinstance(handler, functools.partial) else None
+    target = call if call is not None else getattr(type(handler), "__call__", handler)  # noqa: B004
+    return inspect.iscoroutinefunction(target)
+
+
+def timed(urn: str, handler: Handler, timeout: float | None, coroutine: bool) -> Handler:
+    """``handler`` with its coroutine cancelled after ``timeout`` seconds (None: no limit).
+
+    Only for ``async def`` handlers: a coroutine can be cancelled at its next ``await``, while a
+    thread running Python or blocked in C cannot be stopped without risking the process."""
+    if timeout is None:
+        return handler
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigurationError(
+            f"handler for {urn!r}: timeout must be a number of seconds > 0, got {timeout!r}"
+        )
+    if not coroutine:
+        raise ConfigurationError(
+            f"handler for {urn!r}: timeout applies to async def handlers only (a thread cannot be "
+            "interrupted safely); make the handler async, or bound the work it waits for"
+        )
+    seconds = float(timeout)
+
+    async def limited(result: Awaitable[object]) -> object:
+        try:
+            return await asyncio.wait_for(result, seconds)
+        except TimeoutError:
+            raise HandlerTimeoutError(f"handler for {urn} ran over its timeout of {seconds:g} s") from None
+
+    def with_timeout(message: Message) -> object:
+        result = handler(message)
+        return limited(result) if is_coroutine(result) else result  # type: ignore[arg-type]
+
+    return with_timeout
 
 
 def check_handler(urn: str, handler: Handler) -> None:
@@ -150,15 +195,15 @@ class Router:
         self.loop = EventLoopThread()
 
     # -- configuration -------------------------------------------------------------------
-    def add(self, urn: str, handler: Handler) -> None:
-        """Map ``urn`` to ``handler`` (a URN has at most one handler)."""
+    def add(self, urn: str, handler: Handler, *, timeout: float | None = None) -> None:
+        """Map ``urn`` to ``handler`` (a URN has at most one handler); ``timeout``: see :func:`timed`."""
         if type(urn) is not str or not urn.strip():
             raise ConfigurationError(f"handler URN must be a non-empty string, got {urn!r}")
         check_urn(urn, strict=self.strict_urns)
         check_handler(urn, handler)
         if urn in self._handlers:
             raise ConfigurationError(f"a handler is already registered for {urn!r}")
-        self._handlers[urn] = typed(urn, handler)
+        self._handlers[urn] = timed(urn, typed(urn, handler), timeout, is_async(handler))
         self._rebuild()
 
     def use(self, middleware: Middleware) -> None:
