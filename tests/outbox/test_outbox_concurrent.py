@@ -24,6 +24,18 @@ RELAYS = 3
 ROWS = 3000
 
 
+def wait_for_start(proc: subprocess.Popen[str], within: float = 120.0) -> None:
+    """Read the relay's stderr up to its start-up line (a relay signalled before it, still
+    starting, would die without its summary)."""
+    assert proc.stderr is not None
+    end = time.monotonic() + within
+    for line in proc.stderr:
+        if "relay: publishing" in line:
+            return
+        assert time.monotonic() < end, "a relay did not start in time"
+    raise AssertionError(f"a relay exited before it started (code {proc.wait()})")
+
+
 def test_concurrent_relays_publish_each_row_exactly_once(
     target: Target, broker: str, unique_queue: str
 ) -> None:
@@ -46,7 +58,8 @@ def test_concurrent_relays_publish_each_row_exactly_once(
         for _ in range(RELAYS)
     ]
     try:
-        time.sleep(1.5)  # all relays up and polling before the rows come
+        for p in procs:  # every relay up, its SIGTERM handler in place, before the rows come
+            wait_for_start(p)
         made = []
         for start in range(0, ROWS, 100):  # producers commit while the relays run
             batch = envelopes(100, unique_queue, start=start)

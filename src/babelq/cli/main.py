@@ -194,6 +194,8 @@ def _register(subparsers: Subparsers, name: str) -> None:
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: commands that run until stopped: they log at INFO by default, so their first line says what they do
+LONG_RUNNING = frozenset({"worker", "relay"})
 
 
 def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:
@@ -204,18 +206,18 @@ def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--log-level", dest=f"{prefix}log_level", choices=LOG_LEVELS, default=None,
-        help="the level of log lines on stderr (default: warning; info for worker)",
+        help="the level of log lines on stderr (default: warning; info for worker and relay)",
     )  # fmt: skip
 
 
 def log_level(args: argparse.Namespace) -> int:
-    """The level ``-v``/``--log-level`` ask for; a long-running worker logs at INFO by default
-    (its start-up line says what it consumes)."""
+    """The level ``-v``/``--log-level`` ask for; a long-running command logs at INFO by default
+    (its start-up line says what it consumes or publishes)."""
     named = getattr(args, "sub_log_level", None) or getattr(args, "log_level", None)
     if named is not None:
         return int(getattr(logging, named.upper()))
     verbose = args.verbose
-    if verbose == 0 and getattr(args, "command", None) == "worker":
+    if verbose == 0 and getattr(args, "command", None) in LONG_RUNNING:
         return logging.INFO
     return {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,9 +244,10 @@ class Relay:
                 break
         return total
 
-    def run(self) -> RelayResult:
+    def run(self, on_ready: Callable[[], object] | None = None) -> RelayResult:
         """Relay until :meth:`stop`: poll while idle, back off through outages, and return the
-        totals. Raises only what is not an outage (a wrong broker URL, a bug)."""
+        totals. Raises only what is not an outage (a wrong broker URL, a bug). ``on_ready`` is
+        called once, after the first batch (even an empty one) went through."""
         total = RelayResult()
         while not self._stopping.is_set():
             try:
@@ -267,6 +268,9 @@ class Relay:
                 continue
             if self._pauses.failures:
                 log.warning("outbox relay: recovered after %d failed attempts", self._pauses.reset())
+            if on_ready is not None:
+                on_ready()
+                on_ready = None
             total.add(one)
             if one.claimed < self.batch:
                 self._stopping.wait(self.poll_interval)

@@ -99,8 +99,13 @@ def run(args: argparse.Namespace) -> int:
         transport.close()
         raise
     try:
+        def ready() -> None:  # after the first batch, with the signal handlers in place
+            logging.getLogger("babelq.cli").info(
+                "relay: publishing rows of table %r in %s to %s", args.table, redact(source), redact(broker)
+            )
+
         with stop_on_signals(relay.stop, relay.stop):
-            totals = relay.drain() if args.once else relay.run()
+            totals = relay.drain() if args.once else relay.run(on_ready=ready)
     finally:
         relay.close()
         transport.close()
