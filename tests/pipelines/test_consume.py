@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ import pytest
 
 from babelq.envelope import decode, make
 from babelq.errors import UnavailableError
-from babelq.pipelines.consume import Message, Pipeline, consume, load_pipeline, marks
+from babelq.pipelines.consume import ConsumeStats, Message, Pipeline, consume, load_pipeline, marks
+from babelq.pipelines.consume.metrics import serve_consume_metrics
 from babelq.pipelines.consume.sink import open_sink
 from babelq.runtime.errors import PermanentError
 from babelq.transports import Outgoing, open_transport
@@ -68,6 +70,18 @@ def _publish_orders(url: str, queue: str, first: int, count: int) -> list[bytes]
     transport.publish_many(queue, [Outgoing(b) for b in ours])
     transport.close()
     return ours
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "queue"))
+            out[sample.name, labels] = sample.value
+    return out
 
 
 def _dead_letters(url: str, queue: str) -> list[dict[str, Any]]:
@@ -183,7 +197,14 @@ def test_failures_into_postgres_retry_then_dlq_permanent_at_once_outage_never_th
     ]
     transport = open_transport(url)
     transport.publish_many(queue, [Outgoing(e.encode()) for e in special])
-    run = consume(spark, FLAKY, url=url, sink=sink, queue=queue, checkpoint=tmp_path / "ck", timeout=240)
+    stats = ConsumeStats()  # what `babelq consume --metrics-port` serves, updated per micro-batch
+    exporter = serve_consume_metrics(stats, 0, url=url, queue=queue, addr="127.0.0.1")
+    try:
+        run = consume(spark, FLAKY, url=url, sink=sink, queue=queue, checkpoint=tmp_path / "ck", timeout=240,
+                      stats=stats)
+        scraped = _scrape(exporter.port)
+    finally:
+        exporter.close()
 
     assert run.drained
     by = run.stats.by_urn
@@ -193,6 +214,12 @@ def test_failures_into_postgres_retry_then_dlq_permanent_at_once_outage_never_th
     assert by[URN, "dead_lettered", "blocked"] == 1  # PermanentError: at once, never retried
     assert by[URN, "dead_lettered", "schema"] == 1
     assert (tmp_path / "down-once").exists()
+    # the worker's metric names: a raising handler counts as failed (2 retries + the DLQ)
+    assert scraped["babelq_messages_handled_total", ()] == 21
+    assert scraped["babelq_messages_failed_total", ()] == 3
+    assert scraped["babelq_messages_dead_lettered_total", (("reason", "failed"),)] == 3
+    blocked = (("cause", "blocked"), ("outcome", "dead_lettered"), ("urn", URN))
+    assert scraped["babelq_consume_outcomes_total", blocked] == 1
     with psycopg.connect(sink) as conn:
         rows, distinct = conn.execute("SELECT COUNT(*), COUNT(DISTINCT order_id) FROM orders").fetchone()
         ids = conn.execute("SELECT COUNT(*) FROM babelq_processed_ids").fetchone()[0]

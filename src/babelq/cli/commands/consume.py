@@ -40,6 +40,11 @@ def register(subparsers: Subparsers) -> None:
                         help="stop after SECONDS (default: 3600 until drained; none with --trigger)")
     parser.add_argument("--visibility-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="lease of the messages a micro-batch holds; a killed run's come back after it")
+    parser.add_argument(
+        "--metrics-port", type=int, metavar="PORT",
+        help="serve Prometheus metrics on this port at /metrics while the query runs, in the worker's metric "
+        "names, updated after every micro-batch (needs babelq[metrics]; default: off)",
+    )
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -47,7 +52,8 @@ def register(subparsers: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
-    from babelq.pipelines.consume import load_pipeline
+    from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
+    from babelq.pipelines.consume.metrics import serve_consume_metrics
     from babelq.pipelines.consume.sink import open_sink
 
     url = required_broker_url(args)
@@ -63,17 +69,25 @@ def run(args: argparse.Namespace) -> int:
     open_sink(args.sink).close()  # a bad --sink fails now, before Spark starts
     until_drained = args.trigger is None
     timeout = args.timeout if args.timeout is not None else (3_600.0 if until_drained else None)
-    show_progress()
-    spark = start_spark(args, "babelq-consume", broker=url, ledger=args.sink, defaults=session_defaults(args))
-    from babelq.pipelines.consume import consume
-
-    result = consume(
-        spark, pipeline, url=url, sink=args.sink, checkpoint=args.checkpoint, queue=args.queue,
-        until_drained=until_drained, timeout=timeout,
-        trigger_ms=int(args.trigger * 1000) if args.trigger is not None else 100,
-        max_messages_per_batch=args.batch, visibility_timeout=args.visibility_timeout,
-    )
-    write(_summary(result, args.queue or pipeline.queue, until_drained, timeout))
+    queue = args.queue or pipeline.queue
+    stats = ConsumeStats()
+    # a port in use or a missing prometheus_client fails now, before Spark starts
+    exporter = None if args.metrics_port is None else serve_consume_metrics(stats, args.metrics_port, url=url,
+                                                                            queue=queue)
+    try:
+        show_progress()
+        spark = start_spark(args, "babelq-consume", broker=url, ledger=args.sink,
+                            defaults=session_defaults(args))
+        result = consume(
+            spark, pipeline, url=url, sink=args.sink, checkpoint=args.checkpoint, queue=queue,
+            until_drained=until_drained, timeout=timeout,
+            trigger_ms=int(args.trigger * 1000) if args.trigger is not None else 100,
+            max_messages_per_batch=args.batch, visibility_timeout=args.visibility_timeout, stats=stats,
+        )
+    finally:
+        if exporter is not None:
+            exporter.close()
+    write(_summary(result, queue, until_drained, timeout))
     return 0 if result.drained or not until_drained else 1
 
 
@@ -97,6 +111,6 @@ def _summary(result: ConsumeRun, queue: str, until_drained: bool, timeout: float
         lines.append(f"  {urn}")
         lines += [f"    {o}{'/' + c if c else ''}: {n}"
                   for (u, o, c), n in sorted(stats.by_urn.items()) if u == urn and n]
-    lines.append("  as the worker's metrics name them:")
+    lines.append("  as --metrics-port serves them:")
     lines += [f"    {line}" for line in counter_lines(consume_counters(stats), queue)]
     return "\n".join(lines) + "\n"

@@ -13,6 +13,10 @@ runtime counter             consume outcomes
 ``dead_lettered.failed``    every other cause (``expired``, ``schema``, ``max_attempts``, a
                             PermanentError's cause or ``rejected``)
 ==========================  ====================================================================
+
+consume adds its own, with the detail those names fold away:
+``babelq_consume_outcomes_total{queue, urn, outcome, cause}`` (duplicates included) and
+``babelq_consume_micro_batches_total{queue}``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from babelq.pipelines.consume.partition import HANDLED
-from babelq.pipelines.settle.metrics import dead_letter_reason
+from babelq.pipelines.settle.metrics import SettleMetrics, dead_letter_reason
 from babelq.pipelines.settle.partition import DEAD_LETTERED, DEFERRED, RETRIED
 from babelq.runtime import rules
 
 if TYPE_CHECKING:
+    from babelq.metrics import Family
     from babelq.pipelines.consume.query import ConsumeStats
 
 
@@ -48,3 +53,35 @@ def consume_counters(stats: ConsumeStats) -> dict[str, int]:
             if cause == rules.MAX_ATTEMPTS:
                 out["failed"] += n
     return out
+
+
+def consume_families(stats: ConsumeStats) -> list[Family]:
+    """consume's own counters: every (URN, outcome, cause), and the micro-batches."""
+    from babelq.metrics import Family
+
+    with stats.lock:
+        by_urn = dict(stats.by_urn)
+        batches = stats.batches
+    return [
+        Family("babelq_consume_outcomes", "Messages consume gave each outcome, by URN and cause.",
+               ("urn", "outcome", "cause"), {key: float(n) for key, n in sorted(by_urn.items())}),
+        Family("babelq_consume_micro_batches", "Micro-batches the consume query finished.", (),
+               {(): float(batches)}),
+    ]
+
+
+def serve_consume_metrics(stats: ConsumeStats, port: int, *, url: str, queue: str,
+                          addr: str = "0.0.0.0") -> SettleMetrics:
+    """Serve ``stats`` on ``http://addr:port/metrics`` in the worker's names, with the queue's depth
+    asked of the broker on each scrape (``port=0``: a free port, ``.port``); ``close()`` stops it."""
+    from babelq.metrics import serve_counters
+    from babelq.transports import open_transport
+
+    transport = open_transport(url)
+    try:
+        server = serve_counters(lambda: consume_counters(stats), port, queue=queue, addr=addr,
+                                transport=transport, families=lambda: consume_families(stats))
+    except BaseException:
+        transport.close()
+        raise
+    return SettleMetrics(server, transport)
