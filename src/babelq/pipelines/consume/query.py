@@ -223,6 +223,11 @@ class ConsumeQuery:
                         log.warning("consume: timeout after %.0f s with %d waiting and %s reserved on %s",
                                     timeout, waiting, reserved, config.queue)
                     break
+        except KeyboardInterrupt:
+            if until_drained:
+                raise
+            # a run told to keep consuming ends on Ctrl-C: stop the query, then report what it did
+            waiting, reserved = _left(transport, config.queue)
         finally:
             transport.close()
             if query.isActive:
