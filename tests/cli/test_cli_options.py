@@ -26,6 +26,7 @@ BROKER_COMMANDS = {
     "demo": (),
     "ingest": (),
     "settle": (),
+    "consume": (),
     "dlq": (),
     "relay": (),
 }
@@ -37,6 +38,7 @@ REQUIRED_ARGS = {
     "demo": [],
     "ingest": ["f.csv", "--rejects", "r"],
     "settle": ["--ledger", "l.db", "--checkpoint", "c"],
+    "consume": ["--app", "m:a", "--sink", "s.db", "--checkpoint", "c"],
     "dlq": ["--queue", "q.dlq"],
     "relay": [],
 }

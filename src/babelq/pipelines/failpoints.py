@@ -18,7 +18,8 @@ executor dies), and ``$BABELQ_FAILPOINT_ONCE=<path>`` fires a point only in the 
 creates ``<path>`` first, so the task's retry runs through.
 
 The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish`` (in the tasks),
-``settle.after_batch_ack`` (in the driver: settle acked a micro-batch, Spark has not committed it).
+``settle.after_batch_ack`` (in the driver: settle acked a micro-batch, Spark has not committed it);
+``consume.after_sink_commit`` and ``consume.after_outbox_publish`` (in ``babelq consume``'s tasks).
 """
 
 from __future__ import annotations
