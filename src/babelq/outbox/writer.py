@@ -27,6 +27,15 @@ from babelq.outbox.schema import DEFAULT_TABLE, Dialect, check_table, dialect_of
 from babelq.outbox.target import close_quietly, connect
 from babelq.runtime.middleware import Publication, PublishMiddleware, compose_publish
 
+#: the columns :meth:`Outbox.add` writes, in the order of a :data:`Row`
+COLUMNS = ("queue", "body", "headers", "message_id", "created_at", "deliver_at")
+Row = tuple[str, bytes, str | None, str | None, int, int]
+
+
+def is_sqlalchemy(connection: object) -> bool:
+    """Whether ``connection`` is a SQLAlchemy Session or Connection (no import needed to tell)."""
+    return type(connection).__module__.split(".")[0] == "sqlalchemy"
+
 
 def _writes_alone(connection: Any, dialect: Dialect) -> bool:
     """Whether an INSERT on ``connection`` now would be committed by itself (autocommit, no transaction)."""
@@ -84,7 +93,13 @@ class Outbox:
         return cls(table=table)
 
     def init_schema(self, connection: Any) -> None:
-        """Create this outbox's table on an open connection (commits)."""
+        """Create this outbox's table on an open connection (commits), or through a SQLAlchemy
+        Session or Connection (in its transaction: the caller commits)."""
+        if is_sqlalchemy(connection):
+            from babelq.outbox import sqlalchemy
+
+            sqlalchemy.init_schema(connection, self.table)
+            return
         init_schema(connection, table=self.table)
 
     # -- writing --------------------------------------------------------------------------
@@ -109,43 +124,25 @@ class Outbox:
         queue: str | None = None,
         delay_ms: int = 0,
     ) -> list[int]:
-        """:meth:`add` for several envelopes in one statement batch; returns their row ids in order."""
+        """:meth:`add` for several envelopes in one statement batch; returns their row ids in order.
+
+        ``connection`` may also be a SQLAlchemy ``Session`` (or ``Connection``) in its
+        transaction: the rows are inserted through it (:mod:`babelq.outbox.sqlalchemy`)."""
+        if is_sqlalchemy(connection):
+            from babelq.outbox.sqlalchemy import add_rows
+
+            return add_rows(connection, self.table, self.rows(envelopes, queue=queue, delay_ms=delay_ms))
         dialect = dialect_of(connection)
-        if type(delay_ms) is not int or delay_ms < 0:
-            raise ConfigurationError(f"delay_ms: must be an int >= 0, got {delay_ms!r}")
-        if queue is not None and (not isinstance(queue, str) or not queue):
-            raise ConfigurationError(f"queue: must be a non-empty string, got {queue!r}")
         if _writes_alone(connection, dialect):
             raise ConfigurationError(
                 "connection: not inside a transaction (autocommit), so the outbox row would commit on its "
                 "own; open a transaction around the business write and the add "
                 "(sqlite3: BEGIN or a default-isolation connection; psycopg: with conn.transaction())"
             )
-        now = now_ms()
-        publications: list[Publication] = []
-        chain = compose_publish(self._layers, publications.append)
-        for item in envelopes:
-            env = _envelope(item)
-            target = queue or env.queue or "default"
-            delay = delay_ms
-            deliver_at = env.deliver_at
-            if delay == 0 and deliver_at is not None:
-                delay = max(0, deliver_at - now)
-            chain(Publication(target, env, delay))
-        rows = [
-            (
-                p.queue,
-                p.envelope.encode(),
-                json.dumps(p.headers, ensure_ascii=False, separators=(",", ":")) if p.headers else None,
-                p.envelope.id or None,
-                now,
-                now + max(0, int(p.delay_ms)),
-            )
-            for p in publications
-        ]
+        rows = self.rows(envelopes, queue=queue, delay_ms=delay_ms)
         if not rows:
             return []
-        columns = "queue, body, headers, message_id, created_at, deliver_at"
+        columns = ", ".join(COLUMNS)
         if dialect == "sqlite":
             sql = f"INSERT INTO {self.table} ({columns}) VALUES (?, ?, ?, ?, ?, ?)"
             return [int(connection.execute(sql, row).lastrowid) for row in rows]
@@ -159,3 +156,55 @@ class Outbox:
                 if not cur.nextset():
                     break
         return ids
+
+    async def add_async(
+        self, session: Any, envelope: Envelope | bytes, *, queue: str | None = None, delay_ms: int = 0
+    ) -> int | None:
+        """:meth:`add` on a SQLAlchemy ``AsyncSession`` (or ``AsyncConnection``) in its transaction."""
+        ids = await self.add_many_async(session, [envelope], queue=queue, delay_ms=delay_ms)
+        return ids[0] if ids else None
+
+    async def add_many_async(
+        self,
+        session: Any,
+        envelopes: Iterable[Envelope | bytes],
+        *,
+        queue: str | None = None,
+        delay_ms: int = 0,
+    ) -> list[int]:
+        """:meth:`add_many` on a SQLAlchemy ``AsyncSession`` (or ``AsyncConnection``)."""
+        from babelq.outbox.sqlalchemy import add_rows_async
+
+        return await add_rows_async(session, self.table, self.rows(envelopes, queue=queue, delay_ms=delay_ms))
+
+    def rows(
+        self, envelopes: Iterable[Envelope | bytes], *, queue: str | None = None, delay_ms: int = 0
+    ) -> list[Row]:
+        """The table rows (:data:`COLUMNS`) for ``envelopes``, after the publish middleware."""
+        if type(delay_ms) is not int or delay_ms < 0:
+            raise ConfigurationError(f"delay_ms: must be an int >= 0, got {delay_ms!r}")
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ConfigurationError(f"queue: must be a non-empty string, got {queue!r}")
+        now = now_ms()
+        publications: list[Publication] = []
+        chain = compose_publish(self._layers, publications.append)
+        for item in envelopes:
+            env = _envelope(item)
+            target = queue or env.queue or "default"
+            delay = delay_ms
+            deliver_at = env.deliver_at
+            if delay == 0 and deliver_at is not None:
+                delay = max(0, deliver_at - now)
+            chain(Publication(target, env, delay))
+        rows: list[Row] = [
+            (
+                p.queue,
+                p.envelope.encode(),
+                json.dumps(p.headers, ensure_ascii=False, separators=(",", ":")) if p.headers else None,
+                p.envelope.id or None,
+                now,
+                now + max(0, int(p.delay_ms)),
+            )
+            for p in publications
+        ]
+        return rows
