@@ -1,0 +1,5 @@
+"""babelq inside the frameworks services already run: FastAPI/Starlette (:mod:`.fastapi`).
+
+Each module imports its framework only when used; install the framework yourself (or the
+matching extra, e.g. ``babelq[fastapi]``).
+"""
