@@ -10,8 +10,8 @@ import pytest
 from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 
-from babelq.runtime import App, Message
 from babelq.integrations.fastapi import Publisher, lifespan
+from babelq.runtime import App, Message
 
 URN = "urn:babel:orders:created"
 
