@@ -1,10 +1,11 @@
-"""FastAPI: the App consumes for as long as the web app runs; endpoints publish without blocking."""
+"""FastAPI: the App consumes for as long as the web app runs; endpoints publish without blocking.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations, which
+name objects local to each test."""
 
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from fastapi import Depends, FastAPI
@@ -39,8 +40,10 @@ def test_an_endpoint_publishes_and_the_lifespan_consumes(url: str, unique_queue:
 
     api = FastAPI(lifespan=lifespan(worker))
 
+    publisher = Annotated[Publisher, Depends(Publisher.of(worker))]
+
     @api.post("/orders/{order_id}")
-    async def place(order_id: int, publish: Publisher = Depends(Publisher.of(worker))) -> dict[str, str]:
+    async def place(order_id: int, publish: publisher) -> dict[str, str]:  # type: ignore[valid-type]
         return {"id": await publish(URN, {"order_id": order_id})}
 
     with TestClient(api) as client:
@@ -66,8 +69,10 @@ def test_a_publishing_only_web_app_starts_no_consumer() -> None:
     worker = App("memory://fastapi-only", queue="orders")
     api = FastAPI(lifespan=lifespan(worker, consume=False))
 
+    publisher = Annotated[Publisher, Depends(Publisher.of(worker))]
+
     @api.post("/orders")
-    async def place(publish: Publisher = Depends(Publisher.of(worker))) -> dict[str, str]:
+    async def place(publish: publisher) -> dict[str, str]:  # type: ignore[valid-type]
         return {"id": await publish(URN, {"order_id": 1})}
 
     with TestClient(api) as client:

@@ -2,14 +2,16 @@
 
 ::
 
+    from typing import Annotated
     from fastapi import Depends, FastAPI
     from babelq.integrations.fastapi import Publisher, lifespan
 
     worker = App("redis://127.0.0.1:6379/0", queue="orders")   # handlers as usual
     api = FastAPI(lifespan=lifespan(worker))
+    Publish = Annotated[Publisher, Depends(Publisher.of(worker))]
 
     @api.post("/orders")
-    async def place(order: dict, publish: Publisher = Depends(Publisher.of(worker))):
+    async def place(order: dict, publish: Publish):
         return {"id": await publish("urn:babel:orders:created", order)}
 
 :func:`lifespan` starts the App's consumer when the web app starts (on a thread of its own: the
