@@ -21,10 +21,11 @@ LAYER = {
     "transports": 2,
     "runtime": 3,
     "idempotency": 4, "schema": 4, "gdpr": 4, "tracing": 4, "outbox": 4, "metrics": 4, "features": 4,
-    "testing": 4, "integrations": 4,
+    "testing": 4,
     "spark": 5,
     "pipelines": 6, "conformance": 6,
     "cli": 7,
+    "integrations": 8,
 }  # fmt: skip
 
 
