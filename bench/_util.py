@@ -32,6 +32,16 @@ class Timing:
         return 1.0 / self.seconds_per_call if self.seconds_per_call > 0 else float("inf")
 
 
+def yardstick() -> float:
+    """Seconds of a plain 10M-iteration Python loop in this process: the machine's speed, printed
+    beside every absolute figure so runs on different machines compare."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
 def time_round(fn: Callable[[], object], calls: int) -> float:
     """Seconds per call over one round of ``calls`` back-to-back calls (GC paused)."""
     gc_was_enabled = gc.isenabled()

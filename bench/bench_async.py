@@ -19,15 +19,9 @@ import time
 import uuid
 from typing import Any
 
+from _util import yardstick
+
 URN = "urn:babel:bench:tick"
-
-
-def yardstick() -> float:
-    start = time.perf_counter()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return time.perf_counter() - start
 
 
 def one_round(url: str, n: int, concurrency: int, style: str) -> tuple[float, float]:

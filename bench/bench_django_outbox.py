@@ -19,15 +19,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from _util import yardstick
+
 URN = "urn:babel:bench:order"
-
-
-def yardstick() -> float:
-    start = time.perf_counter()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return time.perf_counter() - start
 
 
 def setup_django(folder: Path, postgres: bool) -> list[str]:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypedDict
 
+from _util import yardstick
+
 URN = "urn:babel:bench:order"
 DATA = {"order_id": 1042, "amount_cents": 1500, "currency": "AUD", "note": "gift", "lines": [1, 2, 3]}
 
@@ -36,14 +38,6 @@ class OrderDict(TypedDict):
     currency: str
     note: str | None
     lines: list[int]
-
-
-def yardstick() -> float:
-    start = time.perf_counter()
-    total = 0
-    for i in range(10_000_000):
-        total += i
-    return time.perf_counter() - start
 
 
 def handlers() -> dict[str, Callable[..., None]]:

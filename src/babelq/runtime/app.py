@@ -398,19 +398,36 @@ class App:
         ``deliver_at``, ``expire_at``, ``priority``, ``meta``...). A ``deliver_at`` without an
         explicit ``delay_ms`` becomes the broker's native delay.
         """
+        publication = self._made(
+            urn, data, queue=queue, trace_id=trace_id, delay_ms=delay_ms, extensions=extensions
+        )
+        self._emit([publication])
+        return publication.envelope.id
+
+    def _made(
+        self,
+        urn: str,
+        data: Mapping[str, Any] | object | None,
+        *,
+        queue: str | None,
+        trace_id: str | None,
+        delay_ms: int,
+        extensions: Mapping[str, Any],
+    ) -> Publication:
         target = queue or self.queue
         envelope = make(
             urn, data, queue=target, trace_id=self._trace(trace_id), strict=self.strict_urns, **extensions
         )
-        self._emit([Publication(target, envelope, self._delay(delay_ms, extensions))])
-        return envelope.id
+        return Publication(target, envelope, self._delay(delay_ms, extensions))
 
     def send(self, envelope: Envelope, *, queue: str | None = None, delay_ms: int = 0) -> str:
         """Publish an envelope made elsewhere (``message.child(...)``, a replay); returns its id."""
-        target = queue or envelope.queue or self.queue
-        delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
-        self._emit([Publication(target, envelope, delay)])
+        self._emit([self._sent(envelope, queue, delay_ms)])
         return envelope.id
+
+    def _sent(self, envelope: Envelope, queue: str | None, delay_ms: int) -> Publication:
+        target = queue or envelope.queue or self.queue
+        return Publication(target, envelope, self._delay(delay_ms, {"deliver_at": envelope.deliver_at}))
 
     def publish_many(
         self,
@@ -468,18 +485,15 @@ class App:
 
         Redis (both layouts) is written through ``redis.asyncio``; every other transport's
         blocking call runs on a worker thread (docs/runtime.md, "Publishing from asyncio")."""
-        target = queue or self.queue
-        envelope = make(
-            urn, data, queue=target, trace_id=self._trace(trace_id), strict=self.strict_urns, **extensions
+        publication = self._made(
+            urn, data, queue=queue, trace_id=trace_id, delay_ms=delay_ms, extensions=extensions
         )
-        ids = await self._emit_async([Publication(target, envelope, self._delay(delay_ms, extensions))])
-        return ids[0] if ids else envelope.id
+        await self._emit_async([publication])
+        return publication.envelope.id
 
     async def send_async(self, envelope: Envelope, *, queue: str | None = None, delay_ms: int = 0) -> str:
         """:meth:`send` for a coroutine."""
-        target = queue or envelope.queue or self.queue
-        delay = self._delay(delay_ms, {"deliver_at": envelope.deliver_at})
-        await self._emit_async([Publication(target, envelope, delay)])
+        await self._emit_async([self._sent(envelope, queue, delay_ms)])
         return envelope.id
 
     async def publish_many_async(
