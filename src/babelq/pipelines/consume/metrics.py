@@ -24,9 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from babelq.pipelines.consume.partition import HANDLED
-from babelq.pipelines.settle.metrics import SettleMetrics, dead_letter_reason
-from babelq.pipelines.settle.partition import DEAD_LETTERED, DEFERRED, RETRIED
-from babelq.runtime import rules
+from babelq.pipelines.settle.metrics import SettleMetrics, runtime_counters
 
 if TYPE_CHECKING:
     from babelq.metrics import Family
@@ -38,21 +36,7 @@ def consume_counters(stats: ConsumeStats) -> dict[str, int]:
     with stats.lock:
         outcomes = dict(stats.outcomes)
         received = stats.messages
-    out = {"received": received, "handled": 0, "failed": 0, "retried": 0, "released": 0,
-           "dead_lettered.failed": 0, "dead_lettered.unknown_urn": 0, "dead_lettered.poison": 0}
-    for (outcome, cause), n in outcomes.items():
-        if outcome == HANDLED:
-            out["handled"] += n
-        elif outcome == RETRIED:
-            out["retried"] += n
-            out["failed"] += n
-        elif outcome == DEFERRED:
-            out["released"] += n
-        elif outcome == DEAD_LETTERED:
-            out[f"dead_lettered.{dead_letter_reason(cause)}"] += n
-            if cause == rules.MAX_ATTEMPTS:
-                out["failed"] += n
-    return out
+    return runtime_counters(outcomes, received, handled=HANDLED)
 
 
 def consume_families(stats: ConsumeStats) -> list[Family]:

@@ -32,6 +32,7 @@ away: ``babelq_settle_outcomes_total{queue, outcome, cause}`` (duplicates includ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,10 +68,18 @@ def settle_counters(stats: SettleStats) -> dict[str, int]:
     with stats.lock:
         outcomes = dict(stats.outcomes)
         received = stats.messages
+    return runtime_counters(outcomes, received, handled=POSTED)
+
+
+def runtime_counters(
+    outcomes: Mapping[tuple[str, str], int], received: int, *, handled: str
+) -> dict[str, int]:
+    """Counts by (outcome, cause) under the runtime's counter names; ``handled`` is the outcome
+    that means the handler's work is done (settle's ``posted``, consume's ``handled``)."""
     out = {"received": received, "handled": 0, "failed": 0, "retried": 0, "released": 0,
            "dead_lettered.failed": 0, "dead_lettered.unknown_urn": 0, "dead_lettered.poison": 0}
     for (outcome, cause), n in outcomes.items():
-        if outcome == POSTED:
+        if outcome == handled:
             out["handled"] += n
         elif outcome == RETRIED:
             out["retried"] += n
