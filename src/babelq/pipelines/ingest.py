@@ -158,7 +158,8 @@ def with_record_errors(spark: Any, rejects: Any, source: str | Path, header: int
         for i, (row_no, n) in enumerate(flagged)
     ]
     schema = StructType([StructField("row_no", LongType()), StructField("record_error", StringType())])
-    return rejects.join(sf.broadcast(spark.createDataFrame(errors, schema)), "row_no", "left")
+    joined = rejects.join(sf.broadcast(spark.createDataFrame(errors, schema)), "row_no", "left")
+    return joined.select(*rejects.columns, "record_error")
 
 
 def write_rejects(rejects: Any, path: str, fmt: str) -> None:
