@@ -3,6 +3,7 @@ field, and a record whose field count is not the header's is rejected with its l
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
@@ -101,4 +102,21 @@ def test_a_wrong_field_count_in_a_file_without_quotes(spark: Any, tmp_path: Path
     assert (result.rows_in, result.published, result.rejected) == (3, 2, 1)
     assert sorted(d["payment_reference"] for d in data) == ["PAY-L-1", "PAY-L-3"]
     [reject] = spark.read.parquet(str(tmp_path / "rejects")).collect()
+    assert reject["record_error"] == "line 3: 9 fields, the header has 8"
+
+
+def test_csv_rejects_are_rfc4180_too(spark: Any, tmp_path: Path, unique_queue: str) -> None:
+    from babelq.pipelines.ingest import ingest
+
+    bad = f'"PAY-Q-2",200,AUD,{ACCOUNTS},"say ""hi"", twice",extra'
+    source = tmp_path / "bulk.csv"
+    source.write_text("\n".join([HEADER, f"PAY-Q-1,100,AUD,{ACCOUNTS},fine", bad]) + "\n")
+    result = ingest(spark, source, url=f"sqlite://{tmp_path}/q.db", queue=unique_queue,
+                    rejects_path=tmp_path / "rejects", rejects_format="csv")
+
+    assert (result.published, result.rejected) == (1, 1)
+    [written] = (tmp_path / "rejects").glob("*.csv")
+    with written.open(newline="") as fh:
+        [reject] = list(csv.DictReader(fh))
+    assert reject["csv_record"] == bad
     assert reject["record_error"] == "line 3: 9 fields, the header has 8"

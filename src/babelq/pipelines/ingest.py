@@ -169,7 +169,8 @@ def write_rejects(rejects: Any, path: str, fmt: str) -> None:
     out = out.withColumn("reasons", sf.concat_ws(";", "reasons"))
     writer = out.coalesce(1).write.mode("overwrite")
     if fmt == "csv":
-        writer.option("header", True).csv(path)
+        # RFC 4180 as the input: a quote doubled, where Spark's default would put a backslash
+        writer.option("header", True).option("escape", '"').csv(path)
     else:
         writer.parquet(path)
 
