@@ -33,13 +33,39 @@ def test_records_and_quoted_line_breaks_across_read_chunks(tmp_path: Path, multi
         text = _file(rng, records, multiline)
         path.write_bytes(text.encode())
         rows = list(csv.reader(io.StringIO(text, newline="")))
-        assert csv_layout(path) == CsvLayout(len(rows) - 1, any("\n" in c for row in rows for c in row))
+        layout = csv_layout(path)
+        assert layout is not None
+        assert (layout.records, layout.quoted_line_breaks) == (
+            len(rows) - 1, any("\n" in c for row in rows for c in row))
+        # only a file without a quoted comma or line break can be seen to agree without parsing it
+        assert layout.fields_agree == (records == 0 or not any(
+            "," in c or "\n" in c for row in rows for c in row)), records
+
+
+@pytest.mark.parametrize(("text", "agree"), [
+    ('"a","b"\n"1","2"\n3,4', True),
+    ('a,b\n"1,5",2\n', False),  # a quoted comma: not seen without parsing
+    ("a,b\n1,2,3\n4,5\n", False),
+    ("a,b\n1,2\n4\n", False),
+    ("a,b\n1,2\n\n4,5\n", False),  # a blank line
+    ('a,b\n1,2\n"4",5,\n', False),
+    ('a,b\n1,"say ""hi"""\n', True),
+])
+def test_fields_agree_only_when_every_line_has_the_headers_field_count(
+    tmp_path: Path, text: str, agree: bool
+) -> None:
+    path = tmp_path / "bulk.csv"
+    path.write_text(text)
+    layout = csv_layout(path)
+    assert layout is not None and layout.fields_agree == agree
+    assert layout.header_fields == (2 if agree else 0)
 
 
 @pytest.mark.parametrize(("tail", "at", "expected"), [
     (b'"x\ny",z\n9,x\n', 0, CsvLayout(2, True)),  # a quote opened on a chunk's last byte
     (b'"a""\nb",x', 2, CsvLayout(1, True)),  # a doubled quote split between two chunks
     (b'"a"",b"\n9,x\n', 2, CsvLayout(2, False)),
+    (b'"a""b"\n9,x\n', 2, CsvLayout(2, False, True, 2)),
 ])
 def test_a_quoted_field_split_between_read_chunks(tmp_path: Path, tail: bytes, at: int,
                                                   expected: CsvLayout) -> None:

@@ -105,9 +105,10 @@ def read_bulk(spark: Any, source: str | Path) -> Any:
     (``""``). A record with more or fewer fields than the header is not cut or padded into a
     payment: its text lands in the column :data:`~babelq.pipelines.ingest_rules.CSV_RECORD`
     (null for every other record), which the rules reject. For a local CSV file the header is
-    read here (sparing Spark a job that reads the first line), and the file is read whole
-    (``multiLine``, one task) only when a quoted field in it spans lines; a file that is not
-    local is always read whole, since nobody looked.
+    read here (sparing Spark a job that reads the first line), the file is read whole
+    (``multiLine``, one task) only when a quoted field in it spans lines, and the column is left
+    out when :func:`~babelq.pipelines.csv_layout.csv_layout` saw that every line has the header's
+    field count; a file that is not local is always read whole and checked, since nobody looked.
     """
     from pyspark.sql.types import StringType, StructField, StructType
 
@@ -122,6 +123,9 @@ def read_bulk(spark: Any, source: str | Path) -> Any:
         names = list(reader.option("inferSchema", False).csv(path).columns)
     if CSV_RECORD in names:
         raise ConfigurationError(f"{source}: the column name {CSV_RECORD} is reserved for ingest's own use")
+    if layout is not None and layout.fields_agree and len(names) == layout.header_fields:
+        # the scan saw every record's field count: Spark is spared keeping each record's text
+        return reader.schema(StructType([StructField(n, StringType()) for n in names])).csv(path)
     schema = StructType([StructField(n, StringType()) for n in [*names, CSV_RECORD]])
     return reader.option("columnNameOfCorruptRecord", CSV_RECORD).schema(schema).csv(path)
 
