@@ -195,6 +195,13 @@ def test_the_rows_of_a_bulk_file_are_known_before_spark_reads_it(tmp_path: pytes
     assert bulk_file_rows(tmp_path / "missing.csv") is None  # type: ignore[operator]
 
 
+def test_a_bulk_file_counts_records_not_lines(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "p.csv"  # type: ignore[operator]
+    # quoted line breaks (LF, CRLF) and doubled quotes stay inside their record
+    path.write_bytes(b'payment_reference,narrative\r\n"A\n1","x ""y\r\nz"" w"\r\nB,"2"\r\n"C",3')
+    assert bulk_file_rows(path) == 3
+
+
 def test_task_rate_is_over_the_recent_window() -> None:
     task = Task(Progress.off(), "x", 100, "rows")
     now = time.monotonic()

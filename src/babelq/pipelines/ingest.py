@@ -30,8 +30,18 @@ from typing import Any
 
 from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
+from babelq.pipelines.csv_layout import csv_layout, field_count, wrong_field_counts
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
-from babelq.pipelines.ingest_rules import DIGITS, FIELDS, OPTIONAL_FIELDS, Limits, normalise, validate
+from babelq.pipelines.ingest_rules import (
+    CSV_RECORD,
+    DIGITS,
+    FIELD_COUNT_MISMATCH,
+    FIELDS,
+    OPTIONAL_FIELDS,
+    Limits,
+    normalise,
+    validate,
+)
 from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
 from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
@@ -91,17 +101,69 @@ def local_csv_header(path: str) -> list[str] | None:
 def read_bulk(spark: Any, source: str | Path) -> Any:
     """The bulk file as a DataFrame of its own columns (CSV: all strings; Parquet: as stored).
 
-    For a local CSV file the header is read here and handed to Spark as an all-string schema,
-    which spares the Spark job that would otherwise read the first line to name the columns.
+    CSV is read per RFC 4180: a quoted field may hold commas, line breaks and doubled quotes
+    (``""``). A record with more or fewer fields than the header is not cut or padded into a
+    payment: its text lands in the column :data:`~babelq.pipelines.ingest_rules.CSV_RECORD`
+    (null for every other record), which the rules reject. For a local CSV file the header is
+    read here (sparing Spark a job that reads the first line), the file is read whole
+    (``multiLine``, one task) only when a quoted field in it spans lines, and the column is left
+    out when :func:`~babelq.pipelines.csv_layout.csv_layout` saw that every line has the header's
+    field count; a file that is not local is always read whole and checked, since nobody looked.
     """
+    from pyspark.sql.types import StringType, StructField, StructType
+
     path = str(source)
     if path.endswith(".parquet") or Path(path).is_dir():
         return spark.read.parquet(path)
-    reader = spark.read.option("header", True).option("inferSchema", False).option("mode", "PERMISSIVE")
+    layout = csv_layout(path)
+    reader = (spark.read.option("header", True).option("mode", "PERMISSIVE").option("escape", '"')
+              .option("multiLine", layout is None or layout.quoted_line_breaks))
     names = local_csv_header(path)
-    if names is not None:
-        reader = reader.schema(", ".join(f"`{n}` STRING" for n in names))
-    return reader.csv(path)
+    if names is None:
+        names = list(reader.option("inferSchema", False).csv(path).columns)
+    if CSV_RECORD in names:
+        raise ConfigurationError(f"{source}: the column name {CSV_RECORD} is reserved for ingest's own use")
+    if layout is not None and layout.fields_agree and len(names) == layout.header_fields:
+        # the scan saw every record's field count: Spark is spared keeping each record's text
+        return reader.schema(StructType([StructField(n, StringType()) for n in names])).csv(path)
+    schema = StructType([StructField(n, StringType()) for n in [*names, CSV_RECORD]])
+    return reader.option("columnNameOfCorruptRecord", CSV_RECORD).schema(schema).csv(path)
+
+
+def header_fields(bulk: Any) -> int:
+    """How many fields the header of ``bulk`` (:func:`read_bulk`) names."""
+    return sum(c != CSV_RECORD for c in bulk.columns)
+
+
+def with_record_errors(spark: Any, rejects: Any, source: str | Path, header: int, misshapen: int) -> Any:
+    """``rejects`` plus ``record_error``: for each of its ``misshapen`` records of the wrong field
+    count, ``line 7: 9 fields, the header has 6`` (null for the other rejects).
+
+    Spark flags such a record but does not say where it is, so the few it flagged are found here
+    by reading the local file once more, in the same order; where that cannot be done (a file
+    that is not local, or whose records this reading does not pair one to one with Spark's) the
+    error names the field count without the line."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    if not misshapen:
+        return rejects.withColumn("record_error", sf.lit(None).cast("string"))
+    flagged = [(int(r["row_no"]), field_count(r["csv_record"])) for r in rejects.filter(
+        sf.col("csv_record").isNotNull()).select("row_no", "csv_record").orderBy("row_no").collect()]
+    found: list[tuple[int, int]] = []
+    if Path(source).is_file():
+        try:
+            found = wrong_field_counts(source, header)
+        except (OSError, csv.Error):
+            found = []
+    paired = [n for _, n in found] == [n for _, n in flagged]
+    errors = [
+        (row_no, (f"line {found[i][0]}: " if paired else "") + f"{n} fields, the header has {header}")
+        for i, (row_no, n) in enumerate(flagged)
+    ]
+    schema = StructType([StructField("row_no", LongType()), StructField("record_error", StringType())])
+    joined = rejects.join(sf.broadcast(spark.createDataFrame(errors, schema)), "row_no", "left")
+    return joined.select(*rejects.columns, "record_error")
 
 
 def write_rejects(rejects: Any, path: str, fmt: str) -> None:
@@ -111,7 +173,8 @@ def write_rejects(rejects: Any, path: str, fmt: str) -> None:
     out = out.withColumn("reasons", sf.concat_ws(";", "reasons"))
     writer = out.coalesce(1).write.mode("overwrite")
     if fmt == "csv":
-        writer.option("header", True).csv(path)
+        # RFC 4180 as the input: a quote doubled, where Spark's default would put a backslash
+        writer.option("header", True).option("escape", '"').csv(path)
     else:
         writer.parquet(path)
 
@@ -154,7 +217,7 @@ def _check_csv_head(path: Path) -> None:
 
 def check_columns(df: Any, source: str | Path) -> None:
     """Refuse a bulk file without the payment columns (a CSV of something else, binary garbage)."""
-    _refuse_missing(list(df.columns), source)
+    _refuse_missing([c for c in df.columns if c != CSV_RECORD], source)
 
 
 def _refuse_missing(columns: list[str], source: str | Path) -> None:
@@ -272,7 +335,9 @@ def _ingest(
     published = rows_in - rejected
     try:
         with clock.stage("ingest.rejects", total=rejected, spark=spark) as st:
-            write_rejects(checked.filter(sf.size("reasons") > 0), str(rejects_path), rejects_format)
+            rejects = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), plan.source,
+                                         header_fields(bulk), by_reason.get(FIELD_COUNT_MISMATCH, 0))
+            write_rejects(rejects, str(rejects_path), rejects_format)
             st.rows = rejected
         with clock.stage("ingest.publish", total=published, spark=spark) as st:
             book.begin(batch, plan.source, plan.digest)

@@ -34,10 +34,12 @@ from babelq.pipelines.ingest import (
     IngestResult,
     check_columns,
     check_source,
+    header_fields,
     read_bulk,
+    with_record_errors,
     write_rejects,
 )
-from babelq.pipelines.ingest_rules import Limits, normalise, validate
+from babelq.pipelines.ingest_rules import FIELD_COUNT_MISMATCH, Limits, normalise, validate
 from babelq.pipelines.journal import file_digest
 from babelq.spark.cache import cache_uncompressed
 
@@ -170,7 +172,9 @@ def _stage(
         rows_in = sum(int(r["count"]) for r in counts)
         by_reason = {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None}
         rejected = sum(by_reason.values())
-        write_rejects(checked.filter(sf.size("reasons") > 0), str(rejects_path), rejects_format)
+        rejects = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), path, header_fields(bulk),
+                                     by_reason.get(FIELD_COUNT_MISMATCH, 0))
+        write_rejects(rejects, str(rejects_path), rejects_format)
         bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
         outbox = Outbox(table=table)
         staged = 0

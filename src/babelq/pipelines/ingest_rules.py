@@ -2,7 +2,9 @@
 
 Each rule is a boolean column that is true when a row breaks it; a row's ``reasons`` is the
 array of the rules it breaks, in rule order, so a rejected row says everything wrong with it
-at once. Amounts are integer cents written as digits: ``12.50``, ``1e3`` or a float column
+at once, except a CSV record whose field count is not the header's (``field_count_mismatch``):
+its cells are not where the header says, so they are not judged, and it claims no reference.
+Amounts are integer cents written as digits: ``12.50``, ``1e3`` or a float column
 are rejected, never rounded. Duplicate references keep the first occurrence in file order
 and reject the later ones.
 
@@ -28,6 +30,12 @@ FIELDS = (
     "creditor_bsb", "creditor_account",
 )
 OPTIONAL_FIELDS = ("requested_at", "ttl_seconds", "narrative")
+
+#: the column the CSV reader fills with a record's own text when its field count is not the
+#: header's (Spark's ``columnNameOfCorruptRecord``); :func:`normalise` names it ``csv_record``
+CSV_RECORD = "_csv_record"
+#: the reason of a CSV record with more or fewer fields than the header
+FIELD_COUNT_MISMATCH = "field_count_mismatch"
 
 DIGITS = r"^-?[0-9]{1,18}$"  # an amount cell as written: an integer, before it is read as a long
 
@@ -56,7 +64,8 @@ class Limits:
 
 
 def normalise(df: Any) -> Any:
-    """Every expected column as a trimmed string (missing optional columns become null), plus ``row_no``."""
+    """Every expected column as a trimmed string (missing optional columns become null), plus
+    ``csv_record`` (the text of a CSV record of the wrong field count, else null) and ``row_no``."""
     from pyspark.sql import functions as sf
 
     cols = []
@@ -65,6 +74,8 @@ def normalise(df: Any) -> Any:
             cols.append(sf.trim(sf.col(name).cast("string")).alias(name))
         else:
             cols.append(sf.lit(None).cast("string").alias(name))
+    record = sf.col(CSV_RECORD) if CSV_RECORD in df.columns else sf.lit(None).cast("string")
+    cols.append(record.alias("csv_record"))
     return df.select(*cols).withColumn("row_no", sf.monotonically_increasing_id())
 
 
@@ -116,18 +127,25 @@ def rule_columns(limits: Limits) -> list[tuple[str, Any]]:
 
 
 def validate(df: Any, limits: Limits | None = None) -> Any:
-    """``df`` (normalised) with ``reasons`` (array<string>, empty when valid) and ``amount`` (bigint)."""
+    """``df`` (normalised) with ``reasons`` (array<string>, empty when valid) and ``amount`` (bigint).
+
+    A record of the wrong field count has the one reason ``field_count_mismatch``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as sf
 
     rules = rule_columns(limits or Limits())
     flagged = [sf.when(broken, sf.lit(reason)) for reason, broken in rules]
-    first = Window.partitionBy("payment_reference").orderBy("row_no")
+    misshapen = sf.col("csv_record").isNotNull()
+    # a misshapen record's reference may be a piece of another cell: it is kept apart, so it never
+    # makes a later valid payment a duplicate
+    first = Window.partitionBy(sf.col("payment_reference"), misshapen).orderBy("row_no")
     dup = sf.when(
         ~_blank(sf.col("payment_reference")) & (sf.row_number().over(first) > 1),
         sf.lit("duplicate_reference"),
     )
+    reasons = sf.when(misshapen, sf.array(sf.lit(FIELD_COUNT_MISMATCH))).otherwise(
+        sf.filter(sf.array(*flagged, dup), lambda x: x.isNotNull()))
     return (
-        df.withColumn("reasons", sf.filter(sf.array(*flagged, dup), lambda x: x.isNotNull()))
+        df.withColumn("reasons", reasons)
         .withColumn("amount", sf.expr("try_cast(amount_cents AS BIGINT)"))
     )

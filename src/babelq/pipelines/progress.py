@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from babelq.pipelines.csv_layout import csv_layout
+
 if TYPE_CHECKING:
     from babelq.pipelines.settle import SettleRun, SettleStats
 
@@ -425,9 +427,9 @@ def watch_spark(spark: Any, task: Task, *, every: float = SPARK_POLL) -> Iterato
 
 def bulk_file_rows(source: str | Path) -> int | None:
     """How many rows Spark will read from a local bulk file, known before it does: a CSV file's
-    lines after the header (Spark's CSV reader takes one record per line), a Parquet file's (or
-    dataset's) row counts from its footers. None for anything else (a remote path). A count the
-    file's blank lines inflate is corrected when the stage ends."""
+    records after the header (a line break inside a quoted field is no new record), a Parquet
+    file's (or dataset's) row counts from its footers. None for anything else (a remote path). A
+    count the file's blank lines inflate is corrected when the stage ends."""
     path = Path(source)
     try:
         if path.is_dir() or path.suffix.lower() == ".parquet":
@@ -435,13 +437,8 @@ def bulk_file_rows(source: str | Path) -> int | None:
 
             files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
             return sum(int(pq.read_metadata(f).num_rows) for f in files)
-        lines = 0
-        last = b"\n"
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                lines += chunk.count(b"\n")
-                last = chunk[-1:]
-        return max(0, lines + (last != b"\n") - 1)
+        layout = csv_layout(path)
+        return None if layout is None else layout.records
     except Exception:  # progress only: a file that cannot be counted here gets no total
         return None
 

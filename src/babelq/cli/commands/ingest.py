@@ -34,7 +34,8 @@ def register(subparsers: Subparsers) -> None:
         "and publish urn:babel:payments:transfer.requested envelopes to the broker. Running it again on the "
         "same file completes an interrupted batch and publishes nothing for a finished one.",
     )
-    parser.add_argument("file", help="bulk file: .csv or .parquet (or a Parquet dataset directory)")
+    parser.add_argument(
+        "file", help="bulk file: .csv (RFC 4180, a header row) or .parquet (or a Parquet dataset directory)")
     broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="payments", help="queue")
     parser.add_argument("--rejects", required=True, help="where rejected rows are written")
