@@ -11,7 +11,7 @@ import pytest
 
 from babelq.envelope import make
 from babelq.errors import ConfigurationError
-from babelq.runtime import App, Backoff, Message
+from babelq.runtime import App, Backoff, Message, RateLimit
 
 from .support import RecordingTransport, dlq_envelopes
 
@@ -89,3 +89,79 @@ def test_a_timeout_on_a_sync_handler_is_refused_with_the_reason() -> None:
     with pytest.raises(ConfigurationError, match="max_attempts"):
         app.register(FLAKY, handler, max_attempts=0)
     assert app.router.urns == ()
+
+
+def test_a_rate_limit_holds_a_urn_to_its_rate_and_leaves_the_others_alone(
+    transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    app = make_app(concurrency=2, prefetch=40)
+    starts: dict[str, list[float]] = {FLAKY: [], STUBBORN: []}
+
+    @app.handler(FLAKY, rate=RateLimit(20, burst=1))
+    def limited(message: Message) -> None:
+        starts[FLAKY].append(time.monotonic())
+
+    @app.handler(STUBBORN)
+    def free(message: Message) -> None:
+        starts[STUBBORN].append(time.monotonic())
+
+    for n in range(10):
+        transport.publish("q", make(FLAKY, {"n": n}, queue="q").encode())
+        transport.publish("q", make(STUBBORN, {"n": n}, queue="q").encode())
+    app.run_until_empty(timeout=20)
+    assert len(starts[FLAKY]) == len(starts[STUBBORN]) == 10
+    limited_span = starts[FLAKY][-1] - starts[FLAKY][0]
+    assert limited_span >= 9 / 20 - 0.02  # 10 starts at 20/s with no burst: 0.45 s at least
+    assert app.stats().get("handled") == 20 and not transport.named("release")
+
+
+def test_a_token_too_far_away_puts_the_message_back_not_failed(
+    transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    app = make_app(unavailable_delay_ms=0)
+    ran: list[int] = []
+    app.register(FLAKY, lambda message: ran.append(1), rate=RateLimit(1, burst=1, max_wait=0.0))
+    for n in range(2):
+        transport.publish("q", make(FLAKY, {"n": n}, queue="q").encode())
+    app.drain(max_messages=2)
+    assert len(ran) == 1 and transport.named("release")  # the second waits its turn on the broker
+    assert app.stats().get("failed", 0) == 0 and dlq_envelopes(transport) == []
+
+
+@pytest.mark.live
+def test_a_shared_rate_limit_holds_two_workers_to_one_rate(unique_queue: str) -> None:
+    from conftest import require_service
+
+    host, port = require_service("redis")
+    url = f"redis://{host}:{port}/0"
+    key = f"babelq:rate:test:{unique_queue}"
+    starts: list[float] = []
+    apps = []
+    transport = RecordingTransport()
+    for _ in range(2):
+        app = App(transport, queue="q", concurrency=2)
+        app.register(FLAKY, lambda message: starts.append(time.monotonic()),
+                     rate=RateLimit(10, burst=1, shared=url, key=key))  # fmt: skip
+        apps.append(app)
+    for n in range(12):
+        transport.publish("q", make(FLAKY, {"n": n}, queue="q").encode())
+    import threading
+
+    runners = [threading.Thread(target=a.run_until_empty, kwargs={"timeout": 20}) for a in apps]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join(30)
+    assert len(starts) == 12
+    starts.sort()
+    assert starts[-1] - starts[0] >= 11 / 10 - 0.05  # 12 starts at 10/s between both workers
+    import redis
+
+    redis.Redis.from_url(url).delete(key)
+
+
+def test_a_bad_rate_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="rate"):
+        RateLimit(0)
+    with pytest.raises(ConfigurationError, match="burst"):
+        RateLimit(5, burst=0)

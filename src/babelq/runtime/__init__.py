@@ -19,6 +19,7 @@ from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next
 from babelq.runtime.outcome import Action, Outcome
+from babelq.runtime.rate_limit import RateLimit
 from babelq.runtime.routing import Handler, UnknownURNStrategy
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Next",
     "Outcome",
     "PermanentError",
+    "RateLimit",
     "UnknownURNError",
     "UnknownURNStrategy",
     "current_message",

@@ -45,6 +45,7 @@ from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware
 from babelq.runtime.outage import RetryPause, broker_label, one_line
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
+from babelq.runtime.rate_limit import RateLimit
 from babelq.runtime.routing import Handler, Router, UnknownURNStrategy
 from babelq.runtime.rules import RetryPolicy
 from babelq.runtime.sending import AsyncSender, send_publications
@@ -282,6 +283,7 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | None = None,
+        rate: RateLimit | float | None = None,
     ) -> Callable[[H], H]:
         """Decorator: ``@app.handler("urn:babel:orders:created")`` maps the URN to the function.
 
@@ -292,10 +294,12 @@ class App:
 
         ``max_attempts`` and ``backoff`` override the App's for this URN's messages. ``timeout``
         (seconds, ``async def`` handlers only: a thread cannot be interrupted safely) cancels a
-        run that takes longer; that run counts as a failed attempt."""
+        run that takes longer; that run counts as a failed attempt. ``rate`` (starts a second, or a
+        :class:`~babelq.runtime.rate_limit.RateLimit`, shared through Redis if it says so) holds
+        this URN's handlers back to that rate."""
 
         def register(fn: H) -> H:
-            self.register(urn, fn, max_attempts=max_attempts, backoff=backoff, timeout=timeout)
+            self.register(urn, fn, max_attempts=max_attempts, backoff=backoff, timeout=timeout, rate=rate)
             return fn
 
         return register
@@ -308,6 +312,7 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | None = None,
+        rate: RateLimit | float | None = None,
     ) -> None:
         """Map ``urn`` to ``fn(message)`` (plain or ``async def``; options as :meth:`handler`)."""
         own: RetryPolicy | None = None
@@ -316,7 +321,7 @@ class App:
                 self.policy.max_attempts if max_attempts is None else max_attempts,
                 backoff or self.policy.backoff,
             )
-        self.router.add(urn, fn, timeout=timeout)
+        self.router.add(urn, fn, timeout=timeout, rate=rate)
         if own is not None:
             self._urn_policies[urn] = own
 

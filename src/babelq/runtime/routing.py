@@ -41,6 +41,7 @@ from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
 from babelq.runtime.outcome import FAILED, REJECTED, SCHEMA_INVALID, UNKNOWN_URN, Outcome
 from babelq.runtime.payloads import PayloadError, converter, payload_type
+from babelq.runtime.rate_limit import RateLimit
 
 #: A handler takes the message and returns nothing; raising means the attempt failed.
 Handler = Callable[[Message], object]
@@ -136,6 +137,19 @@ def timed(urn: str, handler: Handler, timeout: float | None, coroutine: bool) ->
     return with_timeout
 
 
+def limited(handler: Handler, urn: str, limit: RateLimit | None) -> Handler:
+    """``handler`` started only when ``limit`` gives it a token (None: no limit)."""
+    if limit is None:
+        return handler
+    bucket = limit.bound(urn)
+
+    def rate_limited(message: Message) -> object:
+        bucket.wait()
+        return handler(message)
+
+    return rate_limited
+
+
 def check_handler(urn: str, handler: Handler) -> None:
     """Refuse, at registration, a handler that cannot be called with the message alone."""
     if not callable(handler):
@@ -195,15 +209,25 @@ class Router:
         self.loop = EventLoopThread()
 
     # -- configuration -------------------------------------------------------------------
-    def add(self, urn: str, handler: Handler, *, timeout: float | None = None) -> None:
-        """Map ``urn`` to ``handler`` (a URN has at most one handler); ``timeout``: see :func:`timed`."""
+    def add(
+        self,
+        urn: str,
+        handler: Handler,
+        *,
+        timeout: float | None = None,
+        rate: RateLimit | float | None = None,
+    ) -> None:
+        """Map ``urn`` to ``handler`` (a URN has at most one handler); ``timeout``: see :func:`timed`;
+        ``rate``: see :mod:`babelq.runtime.rate_limit`."""
         if type(urn) is not str or not urn.strip():
             raise ConfigurationError(f"handler URN must be a non-empty string, got {urn!r}")
         check_urn(urn, strict=self.strict_urns)
         check_handler(urn, handler)
         if urn in self._handlers:
             raise ConfigurationError(f"a handler is already registered for {urn!r}")
-        self._handlers[urn] = timed(urn, typed(urn, handler), timeout, is_async(handler))
+        limit = rate if isinstance(rate, RateLimit) or rate is None else RateLimit(rate)
+        run = timed(urn, typed(urn, handler), timeout, is_async(handler))
+        self._handlers[urn] = limited(run, urn, limit)
         self._rebuild()
 
     def use(self, middleware: Middleware) -> None:
