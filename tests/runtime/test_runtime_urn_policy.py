@@ -120,7 +120,8 @@ def test_a_token_too_far_away_puts_the_message_back_not_failed(
 ) -> None:
     app = make_app(unavailable_delay_ms=0)
     ran: list[int] = []
-    app.register(FLAKY, lambda message: ran.append(1), rate=RateLimit(1, burst=1, max_wait=0.0))
+    # one token every 10 s: the second message, handled right after the first, finds none
+    app.register(FLAKY, lambda message: ran.append(1), rate=RateLimit(0.1, burst=1, max_wait=0.0))
     for n in range(2):
         transport.publish("q", make(FLAKY, {"n": n}, queue="q").encode())
     app.drain(max_messages=2)
