@@ -58,10 +58,10 @@ from babelq.pipelines.settle.partition import (
     _Partition,
     _Rows,
     _slot,
+    publish_outbound,
 )
 from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError
-from babelq.transports import Outgoing, open_transport
 
 log = logging.getLogger(__name__)
 
@@ -307,20 +307,7 @@ def _decide(part: _Consume, sink: Sink) -> list[int]:
 
 def publish_outbox(url: str, sink: Sink, rows: Sequence[Outbound]) -> int:
     """Publish outbox ``rows`` (grouped by queue, in order), then mark them; returns how many."""
-    if not rows:
-        return 0
-    by_queue: dict[str, list[Outgoing]] = {}
-    for row in rows:
-        by_queue.setdefault(row.queue, []).append(Outgoing(row.body, delay_ms=row.delay_ms))
-    transport = open_transport(url)
-    try:
-        for queue, messages in by_queue.items():
-            transport.publish_many(queue, messages)
-    finally:
-        transport.close()
-    failpoint("consume.after_outbox_publish")
-    sink.mark_published([row.key for row in rows])
-    return len(rows)
+    return publish_outbound(url, sink, rows, after_publish="consume.after_outbox_publish")
 
 
 def consume_partition(batches: Iterator[Any], config: ConsumeConfig) -> Iterator[Any]:

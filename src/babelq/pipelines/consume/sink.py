@@ -49,6 +49,8 @@ class Sink(ABC):
     outage_seconds: float = 120.0
     #: the driver's parameter placeholder
     mark: str = "?"
+    #: the open DB-API connection, None while closed
+    conn: Any = None
 
     def __init__(self, prefix: str) -> None:
         if not _PREFIX.match(prefix):
@@ -75,11 +77,22 @@ class Sink(ABC):
         """Whether ``exc`` (raised inside a transaction, by babelq or a handler) is the database
         being unavailable rather than a statement's fault."""
 
-    @abstractmethod
-    def _claim_returning(self, cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> set[str]: ...
+    def _claim_returning(self, cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> set[str]:
+        """Run ``sql`` (an INSERT that returns the key it claimed) once per row; the keys claimed.
+        A row at a time: sqlite3's executemany has no RETURNING, and both drivers' ``execute``
+        returns the cursor."""
+        got: set[str] = set()
+        for row in rows:
+            found = cursor.execute(sql, tuple(row)).fetchone()
+            if found is not None:
+                got.add(str(found[0]))
+        return got
 
-    @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        conn = self.conn
+        if conn is not None:
+            conn.close()
+            self.conn = None
 
     def _ddl(self, integer: str, blob: str, keyed: str) -> list[str]:
         return [
@@ -264,18 +277,6 @@ class SQLiteSink(Sink):
             raise
         conn.execute("RELEASE babelq_message")
 
-    def _claim_returning(self, cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> set[str]:
-        got: set[str] = set()
-        for row in rows:  # sqlite3 has no RETURNING with executemany
-            found = cursor.execute(sql, tuple(row)).fetchone()
-            if found is not None:
-                got.add(str(found[0]))
-        return got
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 class PostgresSink(Sink):
@@ -347,19 +348,6 @@ class PostgresSink(Sink):
         with self.conn.transaction():  # nested: a savepoint, rolled back to on any exception
             yield
 
-    def _claim_returning(self, cursor: Any, sql: str, rows: Sequence[Sequence[Any]]) -> set[str]:
-        got: set[str] = set()
-        for row in rows:
-            cursor.execute(sql, tuple(row))
-            found = cursor.fetchone()
-            if found is not None:
-                got.add(str(found[0]))
-        return got
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 def open_sink(target: str | Path, *, prefix: str = DEFAULT_PREFIX) -> Sink:

@@ -48,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -466,8 +466,17 @@ def _commit(part: _Partition, ledger: Ledger, clock: _Clock) -> None:
     clock.lap("publish")
 
 
-def publish_outbound(url: str, ledger: Ledger, rows: Sequence[Outbound]) -> int:
-    """Publish outbox ``rows`` (grouped by queue, in order), then mark them; returns how many."""
+class _Marks(Protocol):
+    """Where outbox rows are marked published: the ledger, or a consume pipeline's sink."""
+
+    def mark_published(self, keys: Sequence[str]) -> object: ...
+
+
+def publish_outbound(
+    url: str, store: _Marks, rows: Sequence[Outbound], *, after_publish: str = "settle.after_outbox_publish"
+) -> int:
+    """Publish outbox ``rows`` (grouped by queue, in order), then mark them in ``store``; returns
+    how many. ``after_publish`` names the failpoint between the two."""
     if not rows:
         return 0
     by_queue: dict[str, list[Outgoing]] = {}
@@ -479,8 +488,8 @@ def publish_outbound(url: str, ledger: Ledger, rows: Sequence[Outbound]) -> int:
             transport.publish_many(queue, messages)
     finally:
         transport.close()
-    failpoint("settle.after_outbox_publish")
-    ledger.mark_published([row.key for row in rows])
+    failpoint(after_publish)
+    store.mark_published([row.key for row in rows])
     return len(rows)
 
 
