@@ -166,3 +166,22 @@ def test_a_bad_rate_is_refused() -> None:
         RateLimit(0)
     with pytest.raises(ConfigurationError, match="burst"):
         RateLimit(5, burst=0)
+
+
+def test_a_handlers_own_timeout_error_is_not_taken_for_its_time_limit(
+    transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    app = make_app(max_attempts=1)
+
+    @app.handler(SLOW, timeout=5.0)
+    async def slow(message: Message) -> None:
+        await asyncio.sleep(0)
+        raise TimeoutError("the payment service did not answer")
+
+    transport.publish("q", make(SLOW, {}, queue="q").encode())
+    app.run_until_empty(timeout=10)
+    (dead,) = dlq_envelopes(transport)
+    assert dead.dead_letter is not None
+    assert dead.dead_letter["exception"] == "TimeoutError"
+    assert dead.dead_letter["error"] == "the payment service did not answer"
+    app.close()

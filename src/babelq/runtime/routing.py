@@ -124,15 +124,19 @@ def timed(urn: str, handler: Handler, timeout: float | None, coroutine: bool) ->
         )
     seconds = float(timeout)
 
-    async def limited(result: Awaitable[object]) -> object:
+    async def within_timeout(result: Awaitable[object]) -> object:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             return await asyncio.wait_for(result, seconds)
         except TimeoutError:
+            if loop.time() - started < seconds:  # the handler's own timeout (a client's): its error
+                raise
             raise HandlerTimeoutError(f"handler for {urn} ran over its timeout of {seconds:g} s") from None
 
     def with_timeout(message: Message) -> object:
         result = handler(message)
-        return limited(result) if is_coroutine(result) else result  # type: ignore[arg-type]
+        return within_timeout(result) if is_coroutine(result) else result  # type: ignore[arg-type]
 
     return with_timeout
 
