@@ -224,6 +224,35 @@ def test_a_killed_process_loses_nothing(tmp_path: Path) -> None:
     t.close()
 
 
+def _rows_seen_by_another_process(path: str) -> int:
+    """Count the rows through a connection in a new process that closes when done (as a Spark
+    task, a CLI peek or a finished worker does)."""
+    import subprocess
+    import sys
+
+    peek = (f"import sqlite3; c = sqlite3.connect({path!r}); "
+            f"print(c.execute('SELECT count(*) FROM {STATE}').fetchone()[0]); c.close()")
+    return int(subprocess.run([sys.executable, "-c", peek], check=True, capture_output=True, text=True).stdout)
+
+
+def test_opening_the_file_again_in_the_same_process_loses_no_later_write(tmp_path: Path) -> None:
+    # A second transport on a file this process already has open must not drop the process's
+    # file locks: another process closing its connection would then take itself for the last
+    # one, fold the write-ahead log into the file and delete it, and the first transport's later
+    # commits would go to the deleted log, seen by nobody else.
+    path = str(tmp_path / "q.db")
+    first = SQLiteTransport(path)
+    first.publish_many("q", [Outgoing(b"%d" % i) for i in range(10)])
+    second = SQLiteTransport(path, create=False)
+    assert _rows_seen_by_another_process(path) == 10
+    first.publish_many("q", [Outgoing(b"%d" % i) for i in range(10, 15)])
+    assert first.size("q") == 15
+    assert _rows_seen_by_another_process(path) == 15
+    assert (tmp_path / "q.db-wal").exists()  # this process still has the database open
+    second.close()
+    first.close()
+
+
 # -- paths and file mode (issue 10) --------------------------------------------------------
 
 

@@ -55,6 +55,7 @@ the new layout ("views may not be indexed") and touches nothing in it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -239,14 +240,18 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 def _prepare_file(path: str) -> None:
-    """Check ``path``'s directory and open the file once ourselves, creating it owner-only.
+    """Check ``path``'s directory, and create the file owner-only when it does not exist yet.
 
     Why not leave it to SQLite: its "unable to open database file" names neither the path nor
-    the cause, and it creates files with mode 0644 less the umask. Opening with ``os.open``
-    first gives the operating system's own reason (``No such file or directory``, ``Permission
-    denied``, ``Is a directory``) and lets a new file be made 0600. ``O_EXCL`` tells a file we
-    created (chmod it, so even a umask that removes owner bits cannot weaken or break it) from
-    one that existed (left as its owner set it); an empty file is a valid new database.
+    the cause, and it creates files with mode 0644 less the umask. Creating with ``os.open``
+    (``O_EXCL``) gives the operating system's own reason (``No such file or directory``,
+    ``Permission denied``) and lets a new file be made 0600 (chmod too, so even a umask that
+    removes owner bits cannot weaken or break it); an empty file is a valid new database.
+
+    An existing file is checked with ``stat`` and ``access`` and never opened here: closing any
+    descriptor of the file drops every POSIX lock this process holds on it, including those of
+    its open SQLite connections. Another process would then take itself for the file's last
+    user, fold the write-ahead log into the file and delete it under our connections.
     """
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
@@ -258,11 +263,7 @@ def _prepare_file(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
-        try:
-            fd = os.open(path, os.O_RDWR)
-        except OSError as exc:
-            raise _unusable(path, exc.strerror or str(exc)) from exc
-        os.close(fd)
+        _check_usable(path)
         return
     except OSError as exc:
         raise _unusable(path, exc.strerror or str(exc)) from exc
@@ -270,6 +271,14 @@ def _prepare_file(path: str) -> None:
         os.fchmod(fd, FILE_MODE)
     finally:
         os.close(fd)
+
+
+def _check_usable(path: str) -> None:
+    """An existing database path must be a file this process may read and write."""
+    if os.path.isdir(path):
+        raise _unusable(path, os.strerror(errno.EISDIR))
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise _unusable(path, os.strerror(errno.EACCES))
 
 
 def _check_exists(path: str) -> None:
