@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 
 from babelq.envelope import original_bytes
-from babelq.runtime import App, Message, PermanentError
+from babelq.runtime import App, Backoff, Message, PermanentError
 from babelq.testing import TestBroker
 from babelq.transports.memory import MemoryTransport
 
@@ -19,9 +19,9 @@ class Order:
     order_id: int
 
 
-def build_app(transport: object = "redis://127.0.0.1:1/0") -> App:
+def build_app(transport: object = "redis://127.0.0.1:1/0", backoff: Backoff | None = None) -> App:
     """An App bound to a broker that is not there: the test broker must stand in for it."""
-    app = App(transport, queue="orders", max_attempts=3)  # type: ignore[arg-type]
+    app = App(transport, queue="orders", max_attempts=3, backoff=backoff)  # type: ignore[arg-type]
     tries: dict[int, int] = {}
 
     @app.handler(URN)
@@ -60,10 +60,11 @@ def test_every_fate_is_recorded_and_retries_run_at_once() -> None:
 
 
 def test_real_backoff_keeps_the_apps_policy() -> None:
-    app = build_app(MemoryTransport())
+    # no jitter: the first retry waits exactly a second (jittered, it could come within the drain)
+    app = build_app(MemoryTransport(), Backoff(base_ms=1_000, jitter=False))
     with TestBroker(app, real_backoff=True) as broker:
         broker.publish(URN, Order(2))
-        broker.drain(timeout=0.3)  # the first retry waits about a second: not done yet
+        broker.drain(timeout=0.3)  # the first retry is not due yet
         assert [r.fate for r in broker.records] == ["retried"]
         assert broker.retried[0].delay_ms > 0
     assert app.policy.backoff.base_ms > 0
