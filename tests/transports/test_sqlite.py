@@ -232,7 +232,8 @@ def _rows_seen_by_another_process(path: str) -> int:
 
     peek = (f"import sqlite3; c = sqlite3.connect({path!r}); "
             f"print(c.execute('SELECT count(*) FROM {STATE}').fetchone()[0]); c.close()")
-    return int(subprocess.run([sys.executable, "-c", peek], check=True, capture_output=True, text=True).stdout)
+    done = subprocess.run([sys.executable, "-c", peek], check=True, capture_output=True, text=True)
+    return int(done.stdout)
 
 
 def test_opening_the_file_again_in_the_same_process_loses_no_later_write(tmp_path: Path) -> None:
