@@ -204,21 +204,93 @@ def test_handlers_of_the_right_shape_are_accepted() -> None:
     assert len(app.router.urns) == 5
 
 
+@pytest.mark.parametrize("concurrency", [1, 3])
 def test_the_loop_is_stopped_when_the_app_closes(
+    transport: RecordingTransport, make_app: Callable[..., App], concurrency: int
+) -> None:
+    app = make_app(concurrency=concurrency)
+    loops: list[asyncio.AbstractEventLoop] = []
+    threads: set[str] = set()
+
+    @app.handler(URN)
+    async def handle(message: Message) -> None:
+        loops.append(asyncio.get_running_loop())
+        threads.add(threading.current_thread().name)
+        await asyncio.sleep(0)
+
+    publish(transport, 4)
+    app.run_until_empty()
+    assert len(set(loops)) == 1
+    # one handler thread runs the loop itself; more hand their coroutines to the loop's thread
+    assert (threads == {"babelq-asyncio"}) is (concurrency > 1), threads
+    app.close()
+    assert loops[0].is_closed()
+    assert not any(t.name.startswith("babelq-asyncio") and t.is_alive() for t in threading.enumerate())
+
+
+def test_an_inline_loop_cancels_a_task_a_handler_left_running_at_close(
     transport: RecordingTransport, make_app: Callable[..., App]
 ) -> None:
     app = make_app()
+    cancelled: list[bool] = []
+
+    async def background() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    @app.handler(URN)
+    async def handle(message: Message) -> None:
+        asyncio.get_running_loop().create_task(background())
+
+    publish(transport, 1)
+    assert app.run_until_empty() == 1
+    app.close()
+    assert cancelled == [True]
+
+
+def test_a_handler_run_from_inside_another_loop_still_runs(
+    transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    # a sync drain called from a coroutine (a test, a notebook): this thread already runs a loop,
+    # so the handler goes to the App loop's own thread instead of a second loop here
+    app = make_app()
+    ran: list[int] = []
 
     @app.handler(URN)
     async def handle(message: Message) -> None:
         await asyncio.sleep(0)
+        ran.append(message.data["n"])
 
-    publish(transport, 2)
-    app.run_until_empty()
-    names = {t.name for t in threading.enumerate()}
-    assert any(name.startswith("babelq-asyncio") for name in names)
+    publish(transport, 3)
+
+    async def main() -> int:
+        return app.run_until_empty()
+
+    assert asyncio.run(main()) == 3
+    assert ran == [0, 1, 2]
     app.close()
-    assert not any(t.name.startswith("babelq-asyncio") and t.is_alive() for t in threading.enumerate())
+
+
+def test_running_a_coroutine_to_completion_from_the_apps_own_loop_is_refused(
+    transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    app = make_app()
+    errors: list[str] = []
+
+    @app.handler(URN)
+    async def handle(message: Message) -> None:
+        try:
+            app.router.loop.run(asyncio.sleep(0))
+        except ConfigurationError as exc:
+            errors.append(str(exc))
+
+    publish(transport, 1)
+    app.run_until_empty()
+    assert errors and "await it" in errors[0]
+    app.close()
 
 
 def test_an_async_handler_publishes_downstream_with_the_inbound_trace(

@@ -36,7 +36,7 @@ from babelq.envelope import check_urn
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
 from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError, UnknownURNError
-from babelq.runtime.event_loop import EventLoopThread, is_coroutine
+from babelq.runtime.event_loop import HandlerLoop, is_coroutine
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Middleware, Next, compose
 from babelq.runtime.outcome import FAILED, REJECTED, SCHEMA_INVALID, UNKNOWN_URN, Outcome
@@ -53,7 +53,7 @@ logger = logging.getLogger("babelq.runtime")
 _HANDLED = Outcome.ack()  #: the outcome of every handler run that returned (one shared value)
 
 
-def invoke(handler: Handler, loop: EventLoopThread) -> Next:
+def invoke(handler: Handler, loop: HandlerLoop) -> Next:
     """The innermost step: run ``handler`` and turn its exception, if any, into an outcome.
 
     A coroutine (or other awaitable) it returns is run to completion on ``loop`` first: an
@@ -209,8 +209,8 @@ class Router:
         self._handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
         self._chains: dict[str, Next] = {}
-        #: where coroutine handlers run; its thread starts with the first one
-        self.loop = EventLoopThread()
+        #: where coroutine handlers run (inline, or on its own thread: see HandlerLoop)
+        self.loop = HandlerLoop()
 
     # -- configuration -------------------------------------------------------------------
     def add(
