@@ -74,11 +74,13 @@ class _CounterCollector:
     """Exports a counter snapshot (``read``), optionally the latency histogram counted into it,
     the consumer's own ``families`` and the queue's depth asked of ``transport`` on each scrape."""
 
-    def __init__(self, read: Callable[[], Mapping[str, int]], queue: str, *, latency: bool = False,
-                 transport: Callable[[], Any] | None = None,
+    def __init__(self, read: Callable[[], Mapping[str, int]], queue: str | Sequence[str], *,
+                 latency: bool = False, transport: Callable[[], Any] | None = None,
                  families: Callable[[], Iterable[Family]] | None = None) -> None:
         self.read = read
-        self.queue = queue
+        #: the queues read; a worker of several labels its counters with their names joined by ","
+        self.queues: tuple[str, ...] = (queue,) if isinstance(queue, str) else tuple(queue)
+        self.queue = ",".join(self.queues)
         self.latency = latency
         self.transport = transport
         self.families = families
@@ -115,27 +117,29 @@ class _CounterCollector:
             for values, count in own.samples.items():
                 family.add_metric([q, *values], count)
             yield family
-        yield from self._depth(core, q)
+        yield from self._depth(core)
 
-    def _depth(self, core: Any, q: str) -> Iterator[Any]:
+    def _depth(self, core: Any) -> Iterator[Any]:
+        """Each queue's depth, one sample per queue."""
         transport = self.transport() if self.transport is not None else None
         if transport is None:
             return
         for kind, read in (("ready", transport.ready), ("reserved", transport.reserved)):
-            try:
-                value = read(q)
-            except Exception:  # a broker hiccup must not fail the whole scrape
-                continue
-            if value is None:
-                continue
             gauge = core.GaugeMetricFamily(
                 f"babelq_queue_{kind}", f"Messages {kind} on the queue, read on scrape.", labels=["queue"]
             )
-            gauge.add_metric([q], value)
-            yield gauge
+            for q in self.queues:
+                try:
+                    value = read(q)
+                except Exception:  # a broker hiccup must not fail the whole scrape
+                    continue
+                if value is not None:
+                    gauge.add_metric([q], value)
+            if gauge.samples:
+                yield gauge
 
 
-def collector(app: App, *, queue: str | None = None) -> Any:
+def collector(app: App, *, queue: str | Sequence[str] | None = None) -> Any:
     """A ``prometheus_client`` collector for ``app`` (adds the latency middleware to it)."""
     _client()
     if not any(isinstance(layer, LatencyMiddleware) for layer in getattr(app.router, "_middleware", ())):
@@ -162,7 +166,9 @@ class MetricsServer:
         self._server.server_close()
 
 
-def serve(app: App, port: int, *, addr: str = "0.0.0.0", queue: str | None = None) -> MetricsServer:
+def serve(
+    app: App, port: int, *, addr: str = "0.0.0.0", queue: str | Sequence[str] | None = None
+) -> MetricsServer:
     """Export ``app``'s metrics on ``http://addr:port/metrics`` from a daemon thread.
 
     ``port=0`` takes a free port (read it from the result). Call before ``app.run()``.

@@ -516,7 +516,18 @@ class App:
         return await self._emit_async(batch) if batch else []
 
     # -- consuming --------------------------------------------------------------------------------
-    def _consume(self, queue: str | None, limits: Limits, handle_signals: bool) -> int:
+    def _queues(self, queue: str | Sequence[str] | None) -> tuple[str, ...]:
+        """What a run reads: ``queue`` (one name or several, read in turn), else the App's queue."""
+        if queue is None or queue == "":
+            return (self.queue,)
+        names = (queue,) if isinstance(queue, str) else tuple(queue)
+        if not names or any(not isinstance(n, str) or not n.strip() for n in names):
+            raise ConfigurationError(f"queue: expected one or more non-empty queue names, got {queue!r}")
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"queue: a queue is named twice in {list(names)!r}")
+        return names
+
+    def _consume(self, queue: str | Sequence[str] | None, limits: Limits, handle_signals: bool) -> int:
         if self._consumer is not None:
             raise ConfigurationError("this App is already consuming; one run at a time")
         if self._transport is None and self._url is not None and limits.resilient:
@@ -527,7 +538,7 @@ class App:
         transport = self.transport
         consumer = Consumer(
             transport,
-            queue or self.queue,
+            self._queues(queue),
             pipeline=self._pipeline,
             disposer=Disposer(transport, self.counters, self.policy, self.log, self._urn_policies),
             counters=self.counters,
@@ -549,12 +560,15 @@ class App:
             self._consumer = None
             self._stop_requested = False
 
-    def run(self, *, queue: str | None = None, handle_signals: bool = True) -> int:
-        """Consume until stopped (SIGTERM/SIGINT or :meth:`stop`); returns messages processed."""
+    def run(self, *, queue: str | Sequence[str] | None = None, handle_signals: bool = True) -> int:
+        """Consume until stopped (SIGTERM/SIGINT or :meth:`stop`); returns messages processed.
+
+        ``queue``: one queue or several, read fairly in turn (default: the App's queue)."""
+        names = ", ".join(map(repr, self._queues(queue)))
         self.log.info(
-            "consuming %r on %s with %d handler thread(s), prefetch %d; handlers: %s",
-            queue or self.queue, self._broker or "(no broker yet)", self.tuning.concurrency,
-            self.tuning.prefetch, ", ".join(self.router.urns) or "(none)",
+            "consuming %s on %s with %d handler thread(s), prefetch %d; handlers: %s",
+            names, self._broker or "(no broker yet)", self.tuning.concurrency, self.tuning.prefetch,
+            ", ".join(self.router.urns) or "(none)",
         )
         return self._consume(queue, Limits(), handle_signals)
 
@@ -562,12 +576,13 @@ class App:
         self,
         max_messages: int | None = None,
         *,
-        queue: str | None = None,
+        queue: str | Sequence[str] | None = None,
         timeout: float | None = None,
         wait_delayed: bool = False,
         handle_signals: bool = False,
     ) -> int:
-        """Consume until the queue is empty (or ``max_messages`` processed, or ``timeout`` s passed).
+        """Consume until the queue is empty (or ``max_messages`` processed, or ``timeout`` s passed);
+        with several queues (read in turn), until a fetch finds none of them has anything ready.
 
         For tests, batch jobs and benchmarks. ``wait_delayed`` keeps going while delayed
         messages (retries in backoff, deferred ones) still wait on the queue. Broker errors
@@ -583,7 +598,11 @@ class App:
         return self._consume(queue, limits, handle_signals)
 
     def run_until_empty(
-        self, *, queue: str | None = None, timeout: float | None = None, wait_delayed: bool = False
+        self,
+        *,
+        queue: str | Sequence[str] | None = None,
+        timeout: float | None = None,
+        wait_delayed: bool = False,
     ) -> int:
         """:meth:`drain` without a message limit."""
         return self.drain(queue=queue, timeout=timeout, wait_delayed=wait_delayed)

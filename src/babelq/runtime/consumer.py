@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
@@ -71,12 +72,17 @@ class Tuning:
 
 
 class Consumer:
-    """Runs the consume loop for one queue."""
+    """Runs the consume loop for one queue, or for several in turn.
+
+    Several queues are read fairly: each fetch asks the next queue in turn, one that has nothing
+    ready is skipped at once, and when none had anything the wait for new messages is spent on
+    one queue at a time (so a message on another waits at most one such share of the poll).
+    """
 
     def __init__(
         self,
         transport: Transport,
-        queue: str,
+        queues: str | Sequence[str],
         *,
         pipeline: Pipeline,
         disposer: Disposer,
@@ -86,7 +92,10 @@ class Consumer:
         broker: str = "",
     ) -> None:
         self.transport = transport
-        self.queue = queue
+        self.queues: tuple[str, ...] = (queues,) if isinstance(queues, str) else tuple(queues)
+        #: how log lines name what this consumer reads
+        self.queue = ", ".join(self.queues)
+        self._turn = 0  #: the queue the next fetch asks first
         #: how log lines name the broker (its URL, redacted)
         self.broker = broker or getattr(transport, "scheme", "") or type(transport).__name__
         self.pipeline = pipeline
@@ -99,7 +108,7 @@ class Consumer:
         self._fetch_pauses = RetryPause(first=_FETCH_BACKOFF_FIRST, cap=_FETCH_BACKOFF_MAX)
         self.gate = FetchGate(UNAVAILABLE, UNSTARTED)
         self._fetch_after = 0.0
-        self.leases = LeaseKeeper(transport, queue, counters=counters, log=log)
+        self.leases = LeaseKeeper(transport, self.queues, counters=counters, log=log)
 
     def stop(self) -> None:
         """Stop fetching; in-flight handlers may finish within the grace period."""
@@ -121,7 +130,7 @@ class Consumer:
         if not self._gate_open(in_flight):
             return []
         try:
-            batch = self.transport.reserve(self.queue, max_messages=want, timeout=timeout)
+            batch = self._reserve(want, timeout)
         except Exception as exc:
             if not limits.resilient:
                 raise
@@ -136,6 +145,21 @@ class Consumer:
         if batch:
             self.counters.incr("received", len(batch))
         return batch
+
+    def _reserve(self, want: int, timeout: float) -> list[Delivery]:
+        queues = self.queues
+        if len(queues) == 1:
+            return self.transport.reserve(queues[0], max_messages=want, timeout=timeout)
+        # the turn moves before each call, so a queue that fails cannot hold the others up
+        for _ in queues:
+            queue = queues[self._turn]
+            self._turn = (self._turn + 1) % len(queues)
+            batch = self.transport.reserve(queue, max_messages=want, timeout=0.0)
+            if batch:
+                return batch
+        queue = queues[self._turn]
+        self._turn = (self._turn + 1) % len(queues)
+        return self.transport.reserve(queue, max_messages=want, timeout=timeout / len(queues))
 
     def _fetch_failed(self, exc: Exception) -> None:
         """One line per failed attempt, then wait (capped backoff); a traceback only at DEBUG,
@@ -177,7 +201,7 @@ class Consumer:
         if not limits.until_empty:
             return False
         if limits.wait_delayed:
-            return self.transport.size(self.queue) == 0
+            return all(self.transport.size(queue) == 0 for queue in self.queues)
         return True
 
     def _past(self, limits: Limits) -> bool:

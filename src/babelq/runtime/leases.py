@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from babelq.runtime.counters import Counters
 from babelq.runtime.outage import is_unavailable, one_line
@@ -34,18 +34,21 @@ class LeaseKeeper:
     def __init__(
         self,
         transport: Transport,
-        queue: str,
+        queues: str | Sequence[str],
         *,
         counters: Counters,
         log: logging.Logger,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.transport = transport
-        self.queue = queue
+        names = (queues,) if isinstance(queues, str) else tuple(queues)
+        #: how log lines name the queues held from
+        self.queue = ", ".join(names)
         self.counters = counters
         self.log = log
         self.clock = clock
-        lease = transport.lease_seconds(queue) if transport.leased_reservations else None
+        leases = [transport.lease_seconds(q) for q in names] if transport.leased_reservations else []
+        lease = min((s for s in leases if s), default=None)  # the shortest lease sets the pace
         #: seconds between renewals; ``None``: the transport's reservations need none
         self.every: float | None = lease * RENEW_FRACTION if lease else None
         self._held: dict[int, Delivery] = {}

@@ -1,6 +1,7 @@
 """``babelq worker``: run an application's handlers against a broker until stopped.
 
     babelq worker --broker redis://localhost:6379/0 --queue orders --app myservice.worker:app
+    babelq worker --queue orders,refunds --app myservice.worker:app    # two queues, read in turn
     BABELQ_BROKER=redis://:pw@localhost:6379/0 babelq worker --app myservice.worker:app
 
 ``--app module:attr`` names a :class:`babelq.runtime.App` (or a function returning one);
@@ -43,7 +44,12 @@ def register(subparsers: Subparsers) -> None:
     broker_argument(
         parser, "--url", required=False, example="redis://127.0.0.1:6379/0", fallback="the App's transport"
     )
-    parser.add_argument("--queue", help="queue to consume (default: the app's queue)")
+    parser.add_argument(
+        "--queue",
+        metavar="QUEUE[,QUEUE...]",
+        help="queue(s) to consume; several, comma-separated, are read fairly in turn "
+        "(default: the app's queue)",
+    )
     app_default = "(default: the App's setting, {} unless it sets one)"
     parser.add_argument("--concurrency", type=int, help=f"handler threads {app_default.format(1)}")
     parser.add_argument(
@@ -74,6 +80,20 @@ def register(subparsers: Subparsers) -> None:
         help="log line format; json carries trace_id and meta.id (default: text)",
     )
     parser.set_defaults(func=run)
+
+
+def queue_names(text: str) -> list[str]:
+    """``--queue a,b``: the names, in order; an empty name or one given twice is refused."""
+    from babelq.errors import ConfigurationError
+
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise ConfigurationError(
+            f"--queue: an empty queue name in {text!r} (separate names with commas: a,b)"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"--queue: a queue is named twice in {text!r}")
+    return names
 
 
 def _import_app_module(spec: str, module_name: str) -> Any:
@@ -136,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     it opens the transport first, so an unreachable broker is one error line now rather than
     a warning followed by the same failure.
     """
+    queues = queue_names(args.queue) if args.queue is not None else None
     app = load_app(args.app)
     url = broker_url(args)
     one_shot = args.until_empty or args.max_messages is not None
@@ -154,12 +175,12 @@ def run(args: argparse.Namespace) -> int:
         if args.log_format == "json":
             metrics.use_json_format()
         if args.metrics_port is not None:
-            metrics.serve(app, args.metrics_port, queue=args.queue)
+            metrics.serve(app, args.metrics_port, queue=queues)
     try:
         if one_shot:
-            app.drain(args.max_messages, queue=args.queue, handle_signals=True)
+            app.drain(args.max_messages, queue=queues, handle_signals=True)
         else:
-            app.run(queue=args.queue)
+            app.run(queue=queues)
     finally:
         stats = app.stats()
         app.close()
