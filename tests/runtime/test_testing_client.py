@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
+from pathlib import Path
 
-from babelq.envelope import original_bytes
+from babelq.envelope import make, original_bytes
+from babelq.outbox import Outbox
 from babelq.runtime import App, Backoff, Message, PermanentError
 from babelq.testing import TestBroker
 from babelq.transports.memory import MemoryTransport
@@ -85,3 +88,27 @@ def test_the_pytest_fixture(babelq_broker: object) -> None:
     broker.publish(URN, {"order_id": 5})
     broker.drain()
     assert seen == [5] and [r.fate for r in broker.records] == ["handled"]
+
+
+def test_the_outbox_is_relayed_into_the_test_broker_and_a_rollback_sends_nothing(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path}/app.db"
+    db = sqlite3.connect(tmp_path / "app.db")
+    outbox = Outbox()
+    outbox.init_schema(db)
+    with db:  # committed: relayed
+        outbox.add(db, make(URN, {"order_id": 1}), queue="orders")
+    try:
+        with db:  # rolled back: never relayed
+            outbox.add(db, make(URN, {"order_id": 99}), queue="orders")
+            raise RuntimeError("the view failed")
+    except RuntimeError:
+        pass
+    db.close()
+    app = build_app(MemoryTransport())
+    with TestBroker(app) as broker:
+        assert broker.relay(url) == 1
+        assert [m.data for m in broker.messages("orders")] == [{"order_id": 1}]
+        assert broker.drain() == 1
+        assert [(r.fate, r.data["order_id"] if r.data else None) for r in broker.records] == [("handled", 1)]
+        assert [m.data for m in broker.messages("shipping")] == [{"order_id": 1}]
+        assert broker.relay(url) == 0  # marked published: never twice

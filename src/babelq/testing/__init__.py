@@ -13,6 +13,10 @@ reason, cause and error) or put back (``released``). Retries run at once unless
 ``real_backoff=True``, so a test of a handler that fails twice takes milliseconds. On exit the
 App gets its own transport and policy back.
 
+Messages written to a transactional outbox (:class:`babelq.outbox.Outbox`, the Django and
+SQLAlchemy integrations) reach the test broker through :meth:`TestBroker.relay`, which does
+what ``babelq relay`` does in production: what a rolled-back transaction wrote never arrives.
+
 ``pytest`` users get the fixture ``babelq_broker`` through the plugin ``babelq.testing.plugin``
 (add ``pytest_plugins = ["babelq.testing.plugin"]`` to a ``conftest.py``).
 """
@@ -152,6 +156,18 @@ class TestBroker:
     def drain(self, *, queue: str | None = None, timeout: float = 10.0) -> int:
         """Run the handlers until the queue is empty, delayed retries included; returns deliveries."""
         return self.app.drain(queue=queue, timeout=timeout, wait_delayed=True)
+
+    def relay(self, outbox: str, *, table: str | None = None) -> int:
+        """Publish the committed, pending rows of the outbox database ``outbox`` (a URL, as
+        ``babelq relay --outbox`` takes) into this broker, as the relay would, and mark them
+        published; returns how many. Each row goes to the queue it names."""
+        from babelq.outbox import DEFAULT_TABLE, Relay
+
+        relay = Relay(outbox, self.transport, table=table or DEFAULT_TABLE)
+        try:
+            return relay.drain().published
+        finally:
+            relay.close()
 
     # -- looking -----------------------------------------------------------------------------------
     @property
