@@ -96,3 +96,33 @@ def test_outbox_errors(tmp_path: Path) -> None:
     assert nodir.returncode == 2 and "does not exist" in nodir.stderr
     table = babelq("outbox", "init", f"sqlite://{tmp_path}/app.db", "--table", "a-b")
     assert table.returncode == 2 and "table: must start with a letter" in table.stderr
+
+
+def test_sigusr1_prints_a_running_relays_stacks_and_it_goes_on(target: Target, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [*BABELQ, "relay", "--outbox", target.url, "--broker", f"sqlite://{tmp_path}/broker.db",
+         "--table", target.table, "--poll", "0.05"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        end = time.monotonic() + 60
+        for line in proc.stderr:  # up to the start-up line: the handlers are in place
+            if "relay: publishing" in line:
+                break
+            assert time.monotonic() < end
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still running
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "Current thread" in err and "babelq/outbox/relay.py" in err, err
+    assert json.loads(out.strip().splitlines()[-1])["published"] == 0

@@ -36,6 +36,23 @@ def wait_for_start(proc: subprocess.Popen[str], within: float = 120.0) -> None:
     raise AssertionError(f"a relay exited before it started (code {proc.wait()})")
 
 
+#: a relay stops after its batch in progress; one SQLite write may first wait out the busy timeout
+STOP_WITHIN = 30.0 + 30.0
+
+
+def stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """The output of a SIGTERM'd relay; one that does not stop in time has its thread stacks
+    (``kill -USR1``) in the failure."""
+    try:
+        return proc.communicate(timeout=STOP_WITHIN)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"a relay did not stop within {STOP_WITHIN:g} s of SIGTERM:\n{err}") from None
+
+
 def test_concurrent_relays_publish_each_row_exactly_once(
     target: Target, broker: str, unique_queue: str
 ) -> None:
@@ -72,7 +89,7 @@ def test_concurrent_relays_publish_each_row_exactly_once(
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
-        outputs = [p.communicate(timeout=30) for p in procs]
+        outputs = [stopped(p) for p in procs]
     totals = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
 

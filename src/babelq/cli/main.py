@@ -18,10 +18,12 @@ broker and database URLs they were given, passwords included.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
@@ -244,6 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's Python stack to stderr, and the command goes on:
+    what an operator (or a test) asks of a worker or relay that seems stuck."""
+    import faulthandler
+    import signal
+
+    usr1 = getattr(signal, "SIGUSR1", None)
+    if usr1 is None or threading.current_thread() is not threading.main_thread():
+        return
+    with contextlib.suppress(ValueError, OSError, RuntimeError):  # stderr without a file descriptor
+        faulthandler.register(usr1, file=sys.stderr, all_threads=True, chain=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``babelq`` with ``argv`` (default: the process arguments); returns the exit code."""
     parser = build_parser()
@@ -262,6 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    _stacks_on_sigusr1()
     try:
         return int(func(args))
     except KeyboardInterrupt:
