@@ -244,6 +244,7 @@ def test_an_inline_loop_cancels_a_task_a_handler_left_running_at_close(
     @app.handler(URN)
     async def handle(message: Message) -> None:
         asyncio.get_running_loop().create_task(background())
+        await asyncio.sleep(0)  # the task takes its first step, and waits
 
     publish(transport, 1)
     assert app.run_until_empty() == 1

@@ -21,6 +21,7 @@ import contextvars
 import threading
 from collections.abc import Awaitable, Coroutine
 from concurrent.futures import Future
+from types import CoroutineType
 from typing import Any, TypeVar
 
 from babelq.errors import ConfigurationError, UnavailableError
@@ -69,7 +70,7 @@ class HandlerLoop:
         (the current message, a trace) are what the coroutine sees. A coroutine cancelled because
         the loop is closing raises :class:`~babelq.errors.UnavailableError`: its message is put
         back, never failed."""
-        coroutine = awaitable if asyncio.iscoroutine(awaitable) else _awaited(awaitable)
+        coroutine = _as_coroutine(awaitable)
         caller = _running_loop()
         if caller is not None and caller is self._loop:
             coroutine.close()
@@ -87,15 +88,24 @@ class HandlerLoop:
     # -- inline ---------------------------------------------------------------------------
     def _run_here(self, coroutine: Coroutine[Any, Any, T]) -> T:
         loop = self._the_loop()
-        task = loop.create_task(coroutine, context=contextvars.copy_context())
+        outcome: list[tuple[bool, Any]] = []
+        # the task stops the loop itself as it ends, so a coroutine that never suspends costs one
+        # turn of the loop (run_until_complete takes a second one for its done callback)
+        loop.create_task(_to_the_end(coroutine, outcome, loop))
         try:
-            return loop.run_until_complete(task)
-        except asyncio.CancelledError:
-            raise UnavailableError("handler cancelled: the App's event loop is closing") from None
+            while not outcome:  # a handler that stopped the loop itself: go on until it ends
+                loop.run_forever()
         finally:
             if self._close_after_run:  # close() was called from inside the coroutine
                 self._close_after_run = False
                 self._finish(loop)
+        done, value = outcome[0]
+        if done:
+            result: T = value
+            return result
+        if isinstance(value, asyncio.CancelledError):
+            raise UnavailableError("handler cancelled: the App's event loop is closing") from None
+        raise value
 
     def _finish(self, loop: asyncio.AbstractEventLoop) -> None:
         """Cancel what is left on a loop no thread is running, let it end, close the loop."""
@@ -198,11 +208,27 @@ class HandlerLoop:
         thread.join(_CLOSE_WAIT_S)
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
+async def _to_the_end(
+    coroutine: Coroutine[Any, Any, T], outcome: list[tuple[bool, Any]], loop: asyncio.AbstractEventLoop
+) -> None:
+    """Await ``coroutine``, keep its result or exception in ``outcome``, then stop ``loop``."""
     try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+        outcome.append((True, await coroutine))
+    except BaseException as exc:  # handed to the caller, which raises it on its own thread
+        outcome.append((False, exc))
+    finally:
+        loop.stop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The loop running on this thread, if any (without raising: this is on every call)."""
+    return asyncio._get_running_loop()
+
+
+def _as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    if type(awaitable) is CoroutineType or asyncio.iscoroutine(awaitable):
+        return awaitable
+    return _awaited(awaitable)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
@@ -212,4 +238,4 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 def is_coroutine(value: object) -> bool:
     """Whether ``value`` is something a handler returned that still has to run (a coroutine or
     another awaitable): returning one is the handler not having run yet, never "done"."""
-    return isinstance(value, Coroutine) or hasattr(value, "__await__")
+    return type(value) is CoroutineType or isinstance(value, Coroutine) or hasattr(value, "__await__")
