@@ -112,15 +112,7 @@ class HandlerLoop:
         with self._lock:
             if self._loop is loop:
                 self._loop = None
-        try:
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
+        _wind_down(loop)
 
     # -- on a thread of its own -------------------------------------------------------------
     def _started(self) -> asyncio.AbstractEventLoop:
@@ -146,14 +138,8 @@ class HandlerLoop:
         loop.call_soon(ready.set)
         try:
             loop.run_forever()
-            pending = asyncio.all_tasks(loop)
-            for task in pending:  # handlers still running at close: their threads see UnavailableError
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
-            loop.close()
+            _wind_down(loop)  # handlers still running at close: their threads see UnavailableError
 
     def _run_on_thread(self, coroutine: Coroutine[Any, Any, T]) -> T:
         loop = self._started()
@@ -206,6 +192,19 @@ class HandlerLoop:
         except RuntimeError:
             return
         thread.join(_CLOSE_WAIT_S)
+
+
+def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks left on ``loop`` (no thread runs it now), let them end, close it."""
+    try:
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
 
 
 async def _to_the_end(
