@@ -113,9 +113,9 @@ class Outbound:
 
 
 def outbox_key(identity: str) -> str:
-    """The outbox key of ``identity`` (``<meta.id>@<attempts>``, or ``bytes:<sha256>`` for a body
-    without a usable id): a fixed-width hex digest, so no message content ever reaches the key
-    column (a meta.id may hold U+0000, which PostgreSQL text refuses)."""
+    """The outbox key of ``identity`` (``<meta.id>@<attempts>[@stored:<ms>]``, or
+    ``bytes:<sha256>`` for a body without a usable id): a fixed-width hex digest, so no message
+    content ever reaches the key column (a meta.id may hold U+0000, which PostgreSQL text refuses)."""
     return hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
 
 

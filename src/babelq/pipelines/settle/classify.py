@@ -53,7 +53,7 @@ POISON_REASON_PREFIX = "body "
 #: The columns :func:`classified` hands to the Python part, in this order.
 CLASSIFIED = (
     "body", "rule", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
-    "data_json", "trace_id", "correlation_id", "read_by", "now",
+    "data_json", "trace_id", "correlation_id", "read_by", "now", "stored_at",
 )
 
 _NOW = "__bq_now"
@@ -65,6 +65,7 @@ def decoded(batch: DataFrame) -> DataFrame:
     (docs/standard.md §4: an SQS message received three times is at attempt 2 whatever its body says);
     ``body_attempts`` is the body's own count, which names the attempt in the outbox key;
     ``read_by`` is the source's (which process took the row from the broker), null without it;
+    ``stored_at`` the broker's time of storing the message (ms), null where the broker has none;
     ``reserved_at`` too (when the broker handed the row over, ms; where the column or its value is
     missing, the time of this call), the ``now`` the consume rules judge a row by (:class:`Classifier`)."""
     from pyspark.sql import functions as sf
@@ -81,8 +82,9 @@ def decoded(batch: DataFrame) -> DataFrame:
     handed_over = sf.lit(now_ms()).cast("long")
     reserved = sf.coalesce(sf.col("reserved_at").cast("long"), handed_over) \
         if "reserved_at" in batch.columns else handed_over
+    stored = sf.col("stored_at").cast("long") if "stored_at" in batch.columns else sf.lit(None).cast("long")
     out = decode(batch.select("body", floor.alias("broker_attempts"), reader.alias("read_by"),
-                              reserved.alias("reserved_at")), "body")
+                              reserved.alias("reserved_at"), stored.alias("stored_at")), "body")
     return out.select(
         "body",
         "urn",
@@ -98,6 +100,7 @@ def decoded(batch: DataFrame) -> DataFrame:
         "reject_reason",
         "read_by",
         "reserved_at",
+        "stored_at",
     )
 
 
@@ -169,6 +172,7 @@ class Classifier:
             "correlation_id",
             "read_by",
             now.alias("now"),
+            "stored_at",
         ]
 
     def __call__(self, rows: DataFrame, now_ms: int | None = None) -> DataFrame:

@@ -193,10 +193,20 @@ class _Partition:
         return outbox_key(f"bytes:{digest}@{self.slot}#{self._copies[digest]}")
 
     def key_of(self, i: int, raw: bytes) -> str:
-        """The outbox key of a decoded message: its id and body attempts, else its bytes."""
-        mid = self.rows.columns["id"][i]
+        """The outbox key of a decoded message: its id, body attempts and the broker's time of
+        storing it, else its bytes.
+
+        Why the storing time: a redrive puts the same meta.id back with attempts 0, so id and
+        attempts alone name the redriven message as they named its first life, and its new
+        outcome would be taken for the first one's, already published: acked, and lost. A
+        redelivery of one stored message keeps its time (the same key: exactly once); a message
+        stored again does not. Brokers that keep no storing time (Redis, RabbitMQ) leave it out."""
+        columns = self.rows.columns
+        mid = columns["id"][i]
         if mid:
-            return outbox_key(f"{mid}@{self.rows.columns['body_attempts'][i]}")
+            stored = columns["stored_at"][i]
+            life = "" if stored is None else f"@stored:{stored}"
+            return outbox_key(f"{mid}@{columns['body_attempts'][i]}{life}")
         return self.raw_key(raw)
 
     # -- outcomes ------------------------------------------------------------------------
