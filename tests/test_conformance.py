@@ -151,5 +151,10 @@ def test_not_a_suite_is_a_configuration_error(tmp_path: Path) -> None:
 def test_result_serialises(suite_copy: Path) -> None:
     data = json.loads(run_suite(suite_copy).to_json())
     assert data["passed"] is True
-    assert data["blocks"]["sqs"] == {"passed": 7, "failed": 0}
+    sqs = [c for c in data["checks"] if c["block"] == "sqs"]
+    assert data["blocks"]["sqs"] == {"passed": len(sqs), "failed": 0}
+    gate_cases = json.loads((suite_copy / "manifest.json").read_text())["sqs"]["schema_version_gate"]["cases"]
+    gated = [c for c in sqs if c["name"].startswith("schema_version_gate/") and c["name"].count("/") == 1]
+    # every gate case is a check of its own, beside the property name and the fixture
+    assert len(gated) == len(gate_cases) + 2
     assert all(set(c) == {"id", "block", "name", "passed", "message"} for c in data["checks"])

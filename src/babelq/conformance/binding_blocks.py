@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from babelq.bindings import artemis, asb, kafka, pulsar, rabbitmq, sqs
+from babelq.bindings import artemis, asb, kafka, pulsar, rabbitmq, schema_gate, sqs
 from babelq.conformance.result import Recorder
 from babelq.conformance.suite import Suite, SuiteError
 from babelq.envelope import decode
@@ -142,28 +142,60 @@ def _redis_payload_identity(suite: Suite, out: Recorder, block: Block, url: str 
             transport.close()
 
 
+def _schema_version_gate(property_name: str) -> SubRunner:
+    """Each case's native property value (or its absence) against babelq's gate, judged before the
+    body is read: a "reject" must come from the property alone (the fixture body is valid)."""
+
+    def run(suite: Suite, out: Recorder, block: Block, _url: str | None) -> None:
+        out.equal("schema_version_gate/property", block.get("property"), property_name)
+        body = suite.read(block.get("fixture"))
+        out.check("schema_version_gate/fixture-decodes", decode(body).accepts(), "the fixture must be valid")
+        cases = block.get("cases")
+        if not isinstance(cases, list) or not cases:
+            out.check("schema_version_gate/cases", False, "'cases' must be a non-empty list")
+            return
+        for index, case in enumerate(cases):
+            if not isinstance(case, Mapping) or case.get("expect") not in ("decode", "reject"):
+                out.check(f"schema_version_gate/#{index}", False, "a case needs 'expect': decode|reject")
+                continue
+            value = None if case.get("absent") is True else case.get("value")
+            refusal = schema_gate.refusal(value)
+            verdict = "reject" if refusal is not None else "decode"
+            label = "absent" if case.get("absent") is True else repr(value)
+            why = f": {refusal}" if refusal else ""
+            out.check(f"schema_version_gate/{label}", verdict == case["expect"],
+                      f"babelq would {verdict} with {property_name}={label}{why}")
+
+    return run
+
+
 SUB_BLOCKS: dict[str, dict[str, SubRunner]] = {
     "sqs": {
         "attribute_projection": _sqs_projection,
         "attempts_reconciliation": _reconciliation(sqs.reconcile_attempts, "approximate_receive_count"),
+        "schema_version_gate": _schema_version_gate(schema_gate.PROPERTY),
     },
     "asb": {
         "property_projection": _asb_projection,
         "attempts_reconciliation": _reconciliation(asb.reconcile_attempts, "delivery_count"),
+        "schema_version_gate": _schema_version_gate(schema_gate.PROPERTY),
     },
     "pulsar": {
         "property_projection": _pulsar_projection,
         "attempts_reconciliation": _reconciliation(pulsar.reconcile_attempts, "redelivery_count"),
+        "schema_version_gate": _schema_version_gate(schema_gate.PROPERTY),
     },
     "kafka": {
         "property_projection": _kafka_projection,
         "attempts_reconciliation": _reconciliation(
             kafka.reconcile_attempts, "header_attempts", _kafka_native
         ),
+        "schema_version_gate": _schema_version_gate(schema_gate.PROPERTY),
     },
     "artemis": {
         "property_projection": _artemis_projection,
         "attempts_reconciliation": _reconciliation(artemis.reconcile_attempts, "delivery_count"),
+        "schema_version_gate": _schema_version_gate(schema_gate.ARTEMIS_PROPERTY),
     },
     "rabbitmq": {"property_projection": _rabbitmq_projection},
     "redis": {"payload_identity": _redis_payload_identity},

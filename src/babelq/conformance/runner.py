@@ -7,7 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from babelq.conformance import binding_blocks, envelope_cases, idempotency_block, payload_block
+from babelq.conformance import (
+    binding_blocks,
+    envelope_blocks,
+    envelope_cases,
+    idempotency_block,
+    payload_block,
+)
 from babelq.conformance.result import Recorder, SuiteResult
 from babelq.conformance.suite import Suite, SuiteError
 
@@ -18,9 +24,13 @@ _FRAME: Final = frozenset({"schema_version", "description"})
 #: Blocks this runner checks, in the order it runs them.
 KNOWN_BLOCKS: Final = (
     "cases",
+    "roundtrip",
+    "data_shape",
+    "forbidden_keys",
     *binding_blocks.SUB_BLOCKS,
     "idempotency",
     "payload_schema",
+    "payload_schema_unicode",
 )
 
 
@@ -51,7 +61,11 @@ def run_suite(path: str | Path, *, transport_url: str | None = None) -> SuiteRes
     blocks: dict[str, Callable[[Recorder, object], None]] = {
         "cases": lambda out, block: envelope_cases.run(suite, out, block),
         "idempotency": lambda out, block: idempotency_block.run(suite, out, block),
+        "roundtrip": lambda out, block: envelope_blocks.run_roundtrip(suite, out, block),
+        "data_shape": lambda out, block: envelope_blocks.run_data_shape(suite, out, block),
+        "forbidden_keys": lambda out, block: envelope_blocks.run_forbidden_keys(suite, out, block),
         "payload_schema": payload_block.run,
+        "payload_schema_unicode": payload_block.run,
     }
     for binding in binding_blocks.SUB_BLOCKS:
         blocks[binding] = lambda out, block, name=binding: binding_blocks.run(  # type: ignore[misc]

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from babelq.envelope import verdict, wire
+from babelq.envelope import forbidden, verdict, wire
 from babelq.envelope.constants import FORBIDDEN_META, FORBIDDEN_TOP_LEVEL, INT64_MAX, SCHEMA_VERSION
 from babelq.envelope.limits import with_fresh_stack
 from babelq.envelope.payload import NEEDS_STD_ENCODER, problem_flags, too_deep_error
@@ -81,6 +81,7 @@ class Envelope:
     def _decoded(cls, doc: dict[str, Any], raw: bytes, exact: bool, dumped: bytes | None = None) -> Envelope:
         """``dumped``: orjson's re-encoding of ``doc`` when decode made one (for the depth check),
         kept for the exact-integer check."""
+        forbidden.check(doc)
         env = _new(cls)
         env._doc = doc
         env._raw = raw

@@ -55,6 +55,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, get_args
 from urllib.parse import quote, unquote
 
 from babelq.bindings import artemis as binding
+from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
@@ -1294,6 +1295,7 @@ class ArtemisTransport(BaseTransport):
             stored_at=got.stored_at,
             store_host=self.store_host,
             reconcile=lambda body_attempts: binding.reconcile_attempts(body_attempts, header_count),
+            refusal=schema_gate.refusal(headers["application_properties"].get(schema_gate.ARTEMIS_PROPERTY)),
         )
 
     def _reserve_slice(self, queue: str, max_messages: int, slice_end: float) -> list[Delivery]:

@@ -76,6 +76,9 @@ class Delivery:
     store_host: str | None = None
     reconcile: Callable[[int], int] | None = None
     carried_headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)
+    #: why the broker's native schema-version property refuses the body
+    #: (:mod:`babelq.bindings.schema_gate`): it is then poison, never decoded. None: decode it.
+    refusal: str | None = None
 
     def attempts(self, body_attempts: int) -> int:
         """The message's attempts after the binding's reconciliation (docs/standard.md §4)."""

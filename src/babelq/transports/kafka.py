@@ -49,6 +49,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import unquote
 
 from babelq.bindings import kafka as binding
+from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
@@ -226,6 +227,16 @@ def _with_carried(headers: Sequence[tuple[str, bytes | None]], carried: Mapping[
     taken = {name for name, _ in headers}
     extra = [(str(k), str(v).encode("utf-8")) for k, v in carried.items() if k and v and str(k) not in taken]
     return [*headers, *extra]
+
+
+def _gate(headers: Headers) -> str | None:
+    """The schema-version gate on the record's ``bq-schema-version`` header (the last one, if
+    repeated: what a consumer reading headers into a map sees)."""
+    value: object = None
+    for name, raw in headers:
+        if name == schema_gate.PROPERTY:
+            value = raw if raw is not None else ""
+    return schema_gate.refusal(value)
 
 
 def _carried(raw: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
@@ -766,6 +777,7 @@ class KafkaTransport(BaseTransport):
             stored_at=stamp if kind == _LOG_APPEND_TIME else None,
             reconcile=functools.partial(binding.reconcile_attempts, headers=raw),
             carried_headers=_carried(raw),
+            refusal=_gate(raw),
         )
 
     # -- settling ---------------------------------------------------------------------------------

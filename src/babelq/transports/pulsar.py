@@ -72,6 +72,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from urllib.request import Request, urlopen
 
 from babelq.bindings import pulsar as binding
+from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
@@ -545,6 +546,7 @@ class PulsarTransport(BaseTransport):
             stored_at=published or None,
             store_host=self.store_host,
             reconcile=functools.partial(binding.reconcile_attempts, redelivery_count=count),
+            refusal=schema_gate.refusal(properties.get(schema_gate.PROPERTY)),
         )
 
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:

@@ -50,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Final
 
 from babelq.bindings import asb as binding
+from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError, DecodeError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
@@ -125,6 +126,12 @@ def _amqp_long(value: object) -> object:
 
         return {TYPE: AMQPTypes.long, VALUE: value}
     return value
+
+
+def _property(props: Mapping[Any, Any], name: str) -> object:
+    """An application property by name, whether the client gave its key as text or bytes."""
+    value = props.get(name)
+    return props.get(name.encode("utf-8")) if value is None else value
 
 
 def _text(value: object) -> object:
@@ -534,6 +541,7 @@ class ServiceBusTransport(BaseTransport):
             stored_at=_epoch_ms(message.enqueued_time_utc),
             store_host=self.namespace,
             reconcile=lambda attempts: binding.reconcile_attempts(attempts, count),
+            refusal=schema_gate.refusal(_property(props, schema_gate.PROPERTY)),
         )
 
     # -- settling -------------------------------------------------------------------------

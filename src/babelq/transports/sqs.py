@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from babelq.bindings import schema_gate
 from babelq.bindings import sqs as binding
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
@@ -407,6 +408,7 @@ class SQSTransport(BaseTransport):
             carried_headers=_carried(attrs),
             stored_at=int(sent) if sent is not None and sent.isdigit() else None,
             reconcile=functools.partial(binding.reconcile_attempts, approximate_receive_count=raw_count),
+            refusal=schema_gate.refusal(attrs.get(schema_gate.PROPERTY, {}).get("StringValue")),
         )
 
     def reserve(self, queue: str, *, max_messages: int = 1, timeout: float = 0.0) -> list[Delivery]:
