@@ -101,15 +101,28 @@ _SPARK_SOURCE = re.compile(r"pytest\.mark\.spark\b|def \w+\([^)]*\bspark_cluster
 _spark_units: dict[str, str | None] = {}
 
 
+#: session modules that spend most of their time waiting on Spark processes of their own (killed
+#: and restarted CLI runs): a second worker with a session of its own takes them, so the first
+#: session's worker is not the suite's longest
+_SECOND_SESSION = frozenset({
+    "tests/outbox/test_outbox_ingest.py",
+    "tests/pipelines/test_settle_crash.py",
+    "tests/pipelines/test_ingest_rerun.py",
+})
+
+
 def spark_unit(root: Path, module: str) -> str | None:
-    """``"spark"`` for a module that uses the session's SparkSession, ``"spark-processes"`` for one
-    that runs Spark only in processes of its own (CLI runs, kills, the cluster), None otherwise."""
+    """``"spark"`` (or ``"spark-2"``) for a module that uses a worker's SparkSession,
+    ``"spark-processes"`` for one that runs Spark only in processes of its own (CLI runs, kills,
+    the cluster), None otherwise."""
     if module not in _spark_units:
         try:
             source = (root / module).read_text(encoding="utf-8")
         except OSError:
             source = ""
         unit = "spark" if _SESSION_SOURCE.search(source) else None
+        if unit is not None and module in _SECOND_SESSION:
+            unit = "spark-2"
         if unit is None and _SPARK_SOURCE.search(source):
             unit = "spark-processes"
         _spark_units[module] = unit
@@ -118,9 +131,9 @@ def spark_unit(root: Path, module: str) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's file scheduling, except that the Spark modules form two units: those sharing the
-    session's SparkSession (one worker, one session) and those that start Spark processes of their
-    own (one worker, one standalone cluster)."""
+    """xdist's file scheduling, except that the Spark modules form units: those sharing a
+    worker's SparkSession (one worker, one session; two such units) and those that start Spark
+    processes of their own (one worker, one standalone cluster)."""
     from xdist.scheduler import LoadFileScheduling
 
     class SparkModulesTogether(LoadFileScheduling):  # type: ignore[misc]
