@@ -17,6 +17,7 @@ from typing import Any
 from babelq.conformance.result import Recorder, canonical
 from babelq.conformance.suite import Suite, SuiteError
 from babelq.envelope import Envelope, annotate, decode, make
+from babelq.envelope.data_bytes import compact, data_span
 from babelq.errors import BabelqError, DecodeError
 from babelq.schema.validation import errors_of
 
@@ -118,14 +119,23 @@ def _check_shapes(out: Recorder, name: str, env: Envelope) -> None:
 
 
 def _check_canonical(out: Recorder, name: str, env: Envelope) -> bytes:
-    """Re-encode; the bytes must be the canonical form and stable through decode/encode."""
+    """Re-encode; the frame must be in the canonical form, ``data`` the producer's own tokens
+    (compact), and the bytes stable through decode/encode."""
     body = env.encode()
     problems = []
     doc = dict(env.document())
-    if "job" in doc:  # an 'urn' alias is renamed on re-encoding, so only 'job' docs compare 1:1
-        expected = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        if body != expected:
-            problems.append(f"re-encoded bytes differ from the canonical form: {body!r} != {expected!r}")
+    span = data_span(body)
+    if span is None:
+        problems.append("the re-encoded body has no data member a reader can find")
+    elif "job" in doc:  # an 'urn' alias is renamed on re-encoding, so only 'job' docs compare 1:1
+        frame = body[: span[0]] + b"null" + body[span[1] :]
+        expected = json.dumps({**doc, "data": None}, ensure_ascii=False, separators=(",", ":")).encode()
+        if frame != expected:
+            problems.append(f"the re-encoded frame is not the canonical form: {frame!r} != {expected!r}")
+        if compact(body) != body:
+            problems.append("the re-encoded body has whitespace between tokens")
+        if json.loads(body[span[0] : span[1]]) != json.loads(json.dumps(doc.get("data"))):
+            problems.append("the re-encoded data does not read back as the received data")
     again = decode(body)
     if again.encode() != body:
         problems.append("decode(encode(x)) does not re-encode to the same bytes")

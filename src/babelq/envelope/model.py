@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from babelq.envelope import forbidden, verdict, wire
+from babelq.envelope import data_bytes, forbidden, verdict, wire
 from babelq.envelope.constants import FORBIDDEN_META, FORBIDDEN_TOP_LEVEL, INT64_MAX, SCHEMA_VERSION
 from babelq.envelope.limits import with_fresh_stack
 from babelq.envelope.payload import NEEDS_STD_ENCODER, problem_flags, too_deep_error
@@ -37,7 +37,7 @@ class Envelope:
     routing (``urn``, ``trace_id``, ``id``, ``accepts()``) never need to.
     """
 
-    __slots__ = ("_body", "_canonical", "_doc", "_dumped", "_exact", "_floats", "_raw")
+    __slots__ = ("_body", "_canonical", "_doc", "_dumped", "_exact", "_floats", "_origin", "_raw")
 
     _doc: dict[str, Any]
     _raw: bytes | None
@@ -46,6 +46,9 @@ class Envelope:
     _canonical: bool
     _exact: bool
     _dumped: bytes | None
+    #: the received body whose ``data`` bytes this envelope still carries unchanged (written back
+    #: verbatim on encode: :mod:`babelq.envelope.data_bytes`); None once ``data`` was replaced
+    _origin: bytes | None
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class Envelope:
         it as received (re-encoding canonicalises it)."""
         self._doc = doc
         self._raw = raw
+        self._origin = raw
         self._floats = has_floats
         self._body = None
         self._canonical = has_floats is not None
@@ -70,6 +74,7 @@ class Envelope:
         env = _new(cls)
         env._doc = doc
         env._raw = None
+        env._origin = None
         env._floats = needs_std
         env._body = body
         env._canonical = True
@@ -85,6 +90,7 @@ class Envelope:
         env = _new(cls)
         env._doc = doc
         env._raw = raw
+        env._origin = raw
         env._floats = None
         env._body = None
         env._canonical = False
@@ -243,6 +249,11 @@ class Envelope:
             doc = self._settled()
             if not self._canonical:
                 doc = _publishable(doc)
+            if self._origin is not None and "data" in doc:
+                body = self._with_received_data(doc)
+                if body is not None:
+                    self._body = body
+                    return body
             try:
                 body = wire.dumps_document(doc, self._floats)
             except wire.TooDeepError:  # an Envelope built by hand: never write what decode refuses
@@ -252,6 +263,19 @@ class Envelope:
                 raise EnvelopeError("", f"cannot encode the envelope: {exc}") from None
             self._body = body
         return body
+
+    def _with_received_data(self, doc: dict[str, Any]) -> bytes | None:
+        """The frame encoded anew around ``data`` exactly as the producer wrote it (None: the
+        received body's ``data`` could not be found, so it is encoded like the rest)."""
+        origin = self._origin
+        assert origin is not None
+        frame = dict(doc)
+        frame["data"] = data_bytes.PLACEHOLDER
+        try:
+            encoded = wire.dumps_document(frame, self._floats)
+        except (wire.TooDeepError, TypeError, ValueError):
+            return None
+        return data_bytes.splice(encoded, origin)
 
     def to_dict(self) -> dict[str, Any]:
         """A deep copy of the document, safe to change (any depth decode accepts)."""
@@ -266,10 +290,11 @@ class Envelope:
         doc = self._settled()
         return dict(doc) if self._canonical else _publishable(doc)
 
-    def _derive(self, doc: dict[str, Any], needs_std: bool | None) -> Envelope:
+    def _derive(self, doc: dict[str, Any], needs_std: bool | None, *, same_data: bool = True) -> Envelope:
         env = _new(Envelope)
         env._doc = doc
         env._raw = None
+        env._origin = self._origin if same_data else None
         env._floats = needs_std
         env._body = None
         env._canonical = True
@@ -313,7 +338,7 @@ class Envelope:
         doc = self._publishable_copy()
         doc["data"] = data
         needs_std = None if self._floats is None else self._floats or bool(data_flags & NEEDS_STD_ENCODER)
-        return self._derive(doc, needs_std)
+        return self._derive(doc, needs_std, same_data=False)
 
     def without_dead_letter(self) -> Envelope:
         """A copy with the ``dead_letter`` member removed."""
