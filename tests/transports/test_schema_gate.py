@@ -93,3 +93,32 @@ def test_sqs_messages_stamped_with_another_version_go_to_the_dlq_unread(
     assert all(r["dead_letter"]["cause"] == "unsupported" for r in records)
     assert stats["dead_lettered.poison"] == 2
     assert decode(sent["two"]).accepts()  # the body alone would have passed
+
+
+# -- the Spark read path: the source's rows carry the refusal, settle's rules act on it -----------
+
+
+def test_the_sources_rows_carry_the_refusal_both_ways_they_are_built() -> None:
+    pytest.importorskip("pyarrow")
+    from babelq.spark.datasource.rows import deliveries_to_arrow, to_arrow, to_rows
+
+    body = make(URN, {"order_id": 1}, queue="orders").encode()
+    deliveries = [Delivery(body=body, queue="orders"), Delivery(body=body, queue="orders", refusal="no")]
+    by_driver = to_arrow(to_rows(deliveries), 1, 0, "driver")
+    by_executor = deliveries_to_arrow(deliveries, 1, 0, "executor")
+    for batch in (by_driver, by_executor):
+        assert batch.column(batch.schema.names.index("refusal")).to_pylist() == [None, "no"]
+
+
+@pytest.mark.spark
+def test_settle_judges_a_refused_row_by_the_property_alone(spark: Any) -> None:
+    from babelq.envelope import now_ms
+    from babelq.pipelines.settle.classify import classified, decoded
+    from babelq.runtime.rules import UNSUPPORTED, RetryPolicy
+
+    good = make(URN, {"order_id": 1}, queue="orders").encode()
+    df = spark.createDataFrame([(good, None), (good, "native bq-schema-version '2' ...")],
+                               "body binary, refusal string")
+    rows = classified(decoded(df), now_ms=now_ms(), urns=[URN], policy=RetryPolicy(3)).collect()
+    assert [r["rule"] for r in rows] == [None, UNSUPPORTED]
+    assert rows[1]["reject_reason"].startswith("native bq-schema-version")

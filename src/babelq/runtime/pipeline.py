@@ -113,7 +113,7 @@ class Pipeline:
     def process(self, delivery: Delivery) -> Processed:
         """The verdict on ``delivery`` (runs the handler when the message deserves it)."""
         if delivery.refusal is not None:  # the native schema-version gate: judged before decoding
-            return self._poison(delivery, delivery.refusal, rules.UNSUPPORTED)
+            return self._poison(delivery, rules.unsupported_error(delivery.refusal), rules.UNSUPPORTED)
         try:
             envelope = decode(delivery.body)
         except DecodeError as exc:

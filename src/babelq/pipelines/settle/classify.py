@@ -83,8 +83,13 @@ def decoded(batch: DataFrame) -> DataFrame:
     reserved = sf.coalesce(sf.col("reserved_at").cast("long"), handed_over) \
         if "reserved_at" in batch.columns else handed_over
     stored = sf.col("stored_at").cast("long") if "stored_at" in batch.columns else sf.lit(None).cast("long")
+    refusal = sf.col("refusal") if "refusal" in batch.columns else sf.lit(None).cast("string")
     out = decode(batch.select("body", floor.alias("broker_attempts"), reader.alias("read_by"),
-                              reserved.alias("reserved_at"), stored.alias("stored_at")), "body")
+                              reserved.alias("reserved_at"), stored.alias("stored_at"),
+                              refusal.alias("refusal")), "body")
+    # a row the broker's schema-version property refused is judged by that alone (rule
+    # "unsupported", its reason the refusal), whatever its body would have said
+    refused = sf.col("refusal").isNotNull()
     return out.select(
         "body",
         "urn",
@@ -96,8 +101,8 @@ def decoded(batch: DataFrame) -> DataFrame:
         sf.col("extensions.expire_at").alias("expire_at"),
         sf.col("extensions.deliver_at").alias("deliver_at"),
         "data_json",
-        "accepted",
-        "reject_reason",
+        (sf.col("accepted") & ~refused).alias("accepted"),
+        sf.when(refused, sf.col("refusal")).otherwise(sf.col("reject_reason")).alias("reject_reason"),
         "read_by",
         "reserved_at",
         "stored_at",

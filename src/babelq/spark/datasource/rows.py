@@ -23,15 +23,17 @@ from babelq.transports import Delivery
 #: body's count is authoritative, as on Redis, RabbitMQ and SQLite). Every transport the source
 #: serves reconciles as ``max(body attempts, broker count)``, so a message's attempts are
 #: ``greatest(<body attempts>, broker_attempts)``. ``read_by`` is the process that took the row
-#: from the broker (:func:`reader_identity`).
+#: from the broker (:func:`reader_identity`). ``refusal`` is why the broker's native schema-version
+#: property refuses the body (:mod:`babelq.bindings.schema_gate`), null when it does not: such a
+#: row is poison and its body is never decoded.
 READ_SCHEMA = (
     "body BINARY, queue STRING, delivery_count INT, stored_at BIGINT, store_host STRING, "
-    "reserved_at BIGINT, batch_id BIGINT, broker_attempts INT, read_by STRING"
+    "reserved_at BIGINT, batch_id BIGINT, broker_attempts INT, read_by STRING, refusal STRING"
 )
 
 _NAMES = [
     "body", "queue", "delivery_count", "stored_at", "store_host", "reserved_at", "batch_id",
-    "broker_attempts", "read_by",
+    "broker_attempts", "read_by", "refusal",
 ]  # fmt: skip
 
 _INT_MAX = 2**31 - 1
@@ -86,12 +88,14 @@ class ReservedRow:
     stored_at: int | None
     store_host: str | None
     broker_attempts: int
+    refusal: str | None = None
 
 
 def to_rows(deliveries: Sequence[Delivery]) -> list[ReservedRow]:
     return [
         ReservedRow(
-            bytes(d.body), d.queue, d.delivery_count, d.stored_at, d.store_host, min(d.attempts(0), _INT_MAX)
+            bytes(d.body), d.queue, d.delivery_count, d.stored_at, d.store_host, min(d.attempts(0), _INT_MAX),
+            d.refusal,
         )
         for d in deliveries
     ]
@@ -122,6 +126,7 @@ def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None
             pa.array([batch_id] * n, pa.int64()),
             pa.array([r.broker_attempts for r in rows], pa.int32()),
             pa.array([read_by] * n, pa.string()),
+            pa.array([r.refusal for r in rows], pa.string()),
         ],
         names=_NAMES,
     )
@@ -149,6 +154,7 @@ def deliveries_to_arrow(deliveries: Sequence[Delivery], reserved_at: int, batch_
             pa.array([batch_id] * n, pa.int64()),
             pa.array(attempts, pa.int32()),
             pa.array([read_by] * n, pa.string()),
+            pa.array([d.refusal for d in deliveries], pa.string()),
         ],
         names=_NAMES,
     )
