@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+
+from babelq.errors import ConfigurationError
 
 #: Query parameters that hold secrets (lower-case), redacted by value. The transports' secret
 #: options are here too (Kafka's SASL password, Service Bus keys, AWS session tokens), so one
@@ -119,3 +121,19 @@ def redact_text(text: str) -> str:
     if "=" in text:
         text = _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", text)
     return text
+
+
+def sqlite_file(url: str, option: str) -> str:
+    """The file a ``sqlite://`` URL names: three slashes absolute (``sqlite:///var/q.db``), two
+    relative (``sqlite://data/q.db``).
+
+    A SQLite file has no user or password, so a URL that carries one is refused, and shown
+    redacted: ``sqlite://user:pw@/x.db`` would otherwise be read as a path through a directory
+    named after the password, and an error about that path would print it."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise ConfigurationError(
+            f"{option}: {redact(url)!r} carries a user or password, which a sqlite URL does not "
+            "take (sqlite:///absolute/path.db or sqlite://relative/path.db)"
+        )
+    return unquote(parts.netloc + parts.path)

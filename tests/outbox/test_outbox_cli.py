@@ -126,3 +126,15 @@ def test_sigusr1_prints_a_running_relays_stacks_and_it_goes_on(target: Target, t
     assert proc.returncode == 0, err
     assert "Current thread" in err and "babelq/outbox/relay.py" in err, err
     assert json.loads(out.strip().splitlines()[-1])["published"] == 0
+
+
+@pytest.mark.parametrize("option", ["--outbox", "--broker"])
+def test_a_sqlite_url_with_a_password_is_refused_without_showing_it(option: str, tmp_path: Path) -> None:
+    secret = "PgPw_8812"
+    leaky = f"sqlite://user:{secret}@/nonexistent/x.db"
+    args = {"--outbox": f"sqlite://{tmp_path}/app.db", "--broker": f"sqlite://{tmp_path}/broker.db"}
+    args[option] = leaky
+    done = relay_cli("--outbox", args["--outbox"], "--broker", args["--broker"], "--once")
+    assert done.returncode == 2
+    assert secret not in done.stderr + done.stdout
+    assert "user or password" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

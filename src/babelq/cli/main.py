@@ -25,8 +25,9 @@ import re
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -246,6 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warnings_in_one_line(command: str) -> None:
+    """A Python warning (a URN outside the standard's form, say) is one line naming the command,
+    not the source file and line Python shows; ``-v`` keeps Python's own form."""
+
+    def show(  # noqa: PLR0917 - the signature warnings.showwarning is called with
+        message: Warning | str, category: type[Warning], filename: str, lineno: int,
+        file: Any = None, line: str | None = None,
+    ) -> None:
+        text = " ".join(str(message).split())
+        print(f"babelq {command}: warning: {text}", file=sys.stderr)
+
+    warnings.showwarning = show
+
+
 def _stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` prints every thread's Python stack to stderr, and the command goes on:
     what an operator (or a test) asks of a worker or relay that seems stuck."""
@@ -278,6 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     _stacks_on_sigusr1()
+    if args.verbose == 0:
+        _warnings_in_one_line(args.command)
     try:
         return int(func(args))
     except KeyboardInterrupt:

@@ -14,11 +14,10 @@ import sqlite3
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.outbox.schema import Dialect
-from babelq.urls import redact, redact_text
+from babelq.urls import redact, redact_text, sqlite_file
 
 #: seconds an SQLite connection waits for another writer's lock before giving up
 SQLITE_BUSY_TIMEOUT = 30.0
@@ -36,11 +35,8 @@ def dialect_of_url(url: str, option: str = "url") -> Dialect:
     )
 
 
-def sqlite_path(url: str) -> str:
-    if url.startswith("sqlite://"):
-        parts = urlsplit(url)
-        return unquote(parts.netloc + parts.path)
-    return url
+def sqlite_path(url: str, option: str = "--outbox") -> str:
+    return sqlite_file(url, option) if url.startswith("sqlite://") else url
 
 
 def one_line(exc: BaseException) -> str:
@@ -58,7 +54,7 @@ def connect(url: str, *, option: str = "url", autocommit: bool = False) -> Any:
     :class:`~babelq.errors.ConfigurationError` naming ``option``.
     """
     if dialect_of_url(url, option) == "sqlite":
-        path = sqlite_path(url)
+        path = sqlite_path(url, option)
         if not path:
             raise ConfigurationError(f"{option}: no SQLite file in {url!r} (sqlite:///path/app.db)")
         folder = Path(path).parent

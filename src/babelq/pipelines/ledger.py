@@ -50,13 +50,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import unquote, urlsplit
 
 import orjson
 
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime.outage import RetryPause
-from babelq.urls import redact, redact_text
+from babelq.urls import redact, redact_text, sqlite_file
 
 log = logging.getLogger(__name__)
 
@@ -795,8 +794,7 @@ def ledger_path(target: str | Path) -> str | None:
     if is_postgres(text):
         return None
     if text.startswith("sqlite://"):  # as the sqlite transport: three slashes absolute, two relative
-        parts = urlsplit(text)
-        return unquote(parts.netloc + parts.path)
+        return sqlite_file(text, "--ledger")
     if "://" in text:
         raise ConfigurationError(
             f"--ledger: unsupported URL {redact(text)!r} (a file path, sqlite:///path or postgresql://)")

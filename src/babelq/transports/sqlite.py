@@ -68,12 +68,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
-from urllib.parse import unquote
 
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, check_tag
 from babelq.transports.url_options import TransportURL, URLOptions
+from babelq.urls import sqlite_file
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +403,7 @@ class SQLiteTransport(BaseTransport):
         """``sqlite:///abs/path.db`` (three slashes: absolute), ``sqlite://rel/path.db`` (relative)."""
         link = TransportURL.split(url)
         parsed = SQLiteOptions.parse(link, options)
-        return cls(unquote(link.parts.netloc + link.parts.path), **parsed.values())
+        return cls(sqlite_file(url.split("?", 1)[0], "url"), **parsed.values())
 
     def _options(self) -> dict[str, Any]:
         return {
