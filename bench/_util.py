@@ -10,11 +10,16 @@ rounds such a burst spoiled.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: the Redis database the benchmarks write to: 15, not 0, the database a user's own services
+#: most likely use (``BABELQ_BENCH_REDIS`` names another)
+BENCH_REDIS = os.environ.get("BABELQ_BENCH_REDIS", "redis://127.0.0.1:6379/15")
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # bench_settle: the workload
 sys.path.insert(0, str(HERE.parent / "tests"))  # cluster: the test suite's standalone cluster
 
-from _util import timed_calls  # noqa: E402 - the bench directory is not a package
+from _util import BENCH_REDIS, timed_calls  # noqa: E402 - the bench directory is not a package
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the executors reach the driver at the address it advertises
 for _name in ("PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "MASTER", "BABELQ_SPARK_MASTER"):
     os.environ.pop(_name, None)
 
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = BENCH_REDIS
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 PARTITIONS = 2
 WARMUP_ROWS = 4_000

@@ -1,8 +1,8 @@
 """Consume throughput of babelq.runtime.App (and, for comparison, the babelqueue package).
 
     .venv/bin/python bench/bench_consume.py --url memory:// --n 50000
-    .venv/bin/python bench/bench_consume.py --url redis://127.0.0.1:6379/0 --n 50000
-    .venv/bin/python bench/bench_consume.py --url redis://127.0.0.1:6379/0 --n 10000 --baseline
+    .venv/bin/python bench/bench_consume.py --url redis://127.0.0.1:6379/15 --n 50000
+    .venv/bin/python bench/bench_consume.py --url redis://127.0.0.1:6379/15 --n 10000 --baseline
 
 Messages are published first (not timed), then a no-op handler consumes them all with the
 runtime's full at-least-once path (decode, classify, middleware chain, batched acks).

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import format_rate, print_table
+from _util import BENCH_REDIS, format_rate, print_table
 from babelq.envelope import Envelope, make
 from babelq.outbox import Outbox, Relay
 from babelq.transports import Outgoing, Transport, open_transport
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = BENCH_REDIS
 
 
 def _connect(url: str) -> Any:

@@ -36,7 +36,10 @@ import babelq
 from babelq.envelope import make
 from babelq.transports import Outgoing, open_transport
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _util import BENCH_REDIS
+
+REDIS_URL = BENCH_REDIS
 RUNNER_MODULE = b"pyspark.sql.streaming.python_streaming_source_runner"
 
 

@@ -36,9 +36,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _util import format_rate, print_table
+from _util import BENCH_REDIS, format_rate, print_table
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = BENCH_REDIS
 URN = "urn:babel:bench:traced"
 
 

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import format_rate, print_table
+from _util import BENCH_REDIS, format_rate, print_table
 from babelq.bindings.redis import keys_for
 from babelq.envelope import decode, make
 from babelq.runtime import App
@@ -59,7 +59,7 @@ from babelq.transports import Outgoing, open_transport
 from babelq.transports.sqs import SQSTransport
 
 URN = "urn:babel:bench:noop"
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = BENCH_REDIS
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 #: RabbitMQ's AMQP 1.0 plugin (no Artemis runs here): the artemis:// transport in its rabbitmq flavour
 ARTEMIS_URL = "artemis://guest:guest@127.0.0.1:5672?broker=rabbitmq"
