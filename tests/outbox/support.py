@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,3 +120,15 @@ def relay_cli(
         cwd=ROOT,
         env=env,
     )
+
+
+def wait_for_start(proc: subprocess.Popen[str], within: float = 120.0) -> None:
+    """Read the relay's stderr up to its start-up line (a relay signalled before it, still
+    starting, would die without its summary)."""
+    assert proc.stderr is not None
+    end = time.monotonic() + within
+    for line in proc.stderr:
+        if "relay: publishing" in line:
+            return
+        assert time.monotonic() < end, "a relay did not start in time"
+    raise AssertionError(f"a relay exited before it started (code {proc.wait()})")

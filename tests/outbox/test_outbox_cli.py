@@ -11,7 +11,7 @@ import pytest
 
 from babelq.transports import open_transport
 
-from .support import BABELQ, Target, envelopes, read_all, relay_cli
+from .support import BABELQ, Target, envelopes, read_all, relay_cli, wait_for_start
 
 pytestmark = pytest.mark.live
 
@@ -108,12 +108,7 @@ def test_sigusr1_prints_a_running_relays_stacks_and_it_goes_on(target: Target, t
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        assert proc.stderr is not None
-        end = time.monotonic() + 60
-        for line in proc.stderr:  # up to the start-up line: the handlers are in place
-            if "relay: publishing" in line:
-                break
-            assert time.monotonic() < end
+        wait_for_start(proc, within=60)  # the handlers are in place
         proc.send_signal(signal.SIGUSR1)
         time.sleep(0.5)
         assert proc.poll() is None  # still running

@@ -16,24 +16,12 @@ import pytest
 from babelq.envelope import decode
 from babelq.transports import open_transport
 
-from .support import BABELQ, Target, envelopes, read_all
+from .support import BABELQ, Target, envelopes, read_all, wait_for_start
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 RELAYS = 3
 ROWS = 3000
-
-
-def wait_for_start(proc: subprocess.Popen[str], within: float = 120.0) -> None:
-    """Read the relay's stderr up to its start-up line (a relay signalled before it, still
-    starting, would die without its summary)."""
-    assert proc.stderr is not None
-    end = time.monotonic() + within
-    for line in proc.stderr:
-        if "relay: publishing" in line:
-            return
-        assert time.monotonic() < end, "a relay did not start in time"
-    raise AssertionError(f"a relay exited before it started (code {proc.wait()})")
 
 
 #: a relay stops after its batch in progress; one SQLite write may first wait out the busy timeout

@@ -18,13 +18,14 @@ from typing import Final
 import orjson
 
 # a JSON string: the unrolled form, linear on long strings
-_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NESTING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_STRING_TEXT: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRING: Final = re.compile(_STRING_TEXT, re.DOTALL)
+_NESTING: Final = re.compile(_STRING_TEXT + rb"|[\[\]{}]", re.DOTALL)
 _SPACE: Final = re.compile(rb"[ \t\n\r]*")
 _SCALAR_END: Final = re.compile(rb"[ \t\n\r,}\]]")
 _DATA_KEY: Final = b'"data"'
 #: a string (kept whole) or whitespace between tokens (dropped)
-_STRING_OR_SPACE: Final = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[ \t\n\r]+', re.DOTALL)
+_STRING_OR_SPACE: Final = re.compile(b"(" + _STRING_TEXT + rb")|[ \t\n\r]+", re.DOTALL)
 
 #: what stands in for ``data`` while the frame is encoded (a NUL cannot occur unescaped in JSON,
 #: and the random part in no producer's data)

@@ -38,7 +38,7 @@ from babelq.envelope.constants import DEFAULT_QUEUE
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.runtime import context
 from babelq.runtime.backoff import Backoff
-from babelq.runtime.consumer import Consumer, Limits, Tuning
+from babelq.runtime.consumer import Consumer, Limits, Tuning, queue_list
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import DeadLetterPolicy, Disposer, FailurePolicy
 from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware, compose_publish
@@ -521,11 +521,7 @@ class App:
         if queue is None or queue == "":
             return (self.queue,)
         names = (queue,) if isinstance(queue, str) else tuple(queue)
-        if not names or any(not isinstance(n, str) or not n.strip() for n in names):
-            raise ConfigurationError(f"queue: expected one or more non-empty queue names, got {queue!r}")
-        if len(set(names)) != len(names):
-            raise ConfigurationError(f"queue: a queue is named twice in {list(names)!r}")
-        return names
+        return queue_list(names, "queue", repr(queue))
 
     def _consume(self, queue: str | Sequence[str] | None, limits: Limits, handle_signals: bool) -> int:
         if self._consumer is not None:

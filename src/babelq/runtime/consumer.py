@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 
+from babelq.errors import ConfigurationError
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import Disposer
 from babelq.runtime.leases import LeaseKeeper
@@ -59,6 +60,16 @@ class Limits:
     wait_delayed: bool = False  #: with ``until_empty``: not while delayed messages wait on the queue
     deadline: float | None = None  #: ``time.monotonic()`` after which to stop gracefully
     resilient: bool = True  #: survive broker errors while fetching (log, back off, go on)
+
+
+def queue_list(names: Sequence[object], option: str, shown: str, hint: str = "") -> tuple[str, ...]:
+    """The queues of one run, read in turn: at least one, none blank, none named twice. Errors
+    name ``option`` and quote ``shown`` (the setting as the user wrote it)."""
+    if not names or any(not isinstance(n, str) or not n.strip() for n in names):
+        raise ConfigurationError(f"{option}: an empty queue name in {shown}{hint}")
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"{option}: a queue is named twice in {shown}")
+    return tuple(str(n) for n in names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,16 +161,18 @@ class Consumer:
         queues = self.queues
         if len(queues) == 1:
             return self.transport.reserve(queues[0], max_messages=want, timeout=timeout)
-        # the turn moves before each call, so a queue that fails cannot hold the others up
         for _ in queues:
-            queue = queues[self._turn]
-            self._turn = (self._turn + 1) % len(queues)
-            batch = self.transport.reserve(queue, max_messages=want, timeout=0.0)
+            batch = self.transport.reserve(self._next_queue(), max_messages=want, timeout=0.0)
             if batch:
                 return batch
-        queue = queues[self._turn]
-        self._turn = (self._turn + 1) % len(queues)
-        return self.transport.reserve(queue, max_messages=want, timeout=timeout / len(queues))
+        return self.transport.reserve(self._next_queue(), max_messages=want, timeout=timeout / len(queues))
+
+    def _next_queue(self) -> str:
+        """The queue whose turn it is. The turn moves before the call is made, so a queue whose
+        fetches fail cannot hold the others up."""
+        queue = self.queues[self._turn]
+        self._turn = (self._turn + 1) % len(self.queues)
+        return queue
 
     def _fetch_failed(self, exc: Exception) -> None:
         """One line per failed attempt, then wait (capped backoff); a traceback only at DEBUG,

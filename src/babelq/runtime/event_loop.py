@@ -52,11 +52,6 @@ class HandlerLoop:
         """Whether the loop exists (it has run a coroutine and was not closed since)."""
         return self._loop is not None
 
-    @property
-    def threaded(self) -> bool:
-        """Whether the loop runs on a thread of its own."""
-        return self._thread is not None
-
     def _the_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:

@@ -84,16 +84,10 @@ def register(subparsers: Subparsers) -> None:
 
 def queue_names(text: str) -> list[str]:
     """``--queue a,b``: the names, in order; an empty name or one given twice is refused."""
-    from babelq.errors import ConfigurationError
+    from babelq.runtime.consumer import queue_list
 
     names = [name.strip() for name in text.split(",")]
-    if not all(names):
-        raise ConfigurationError(
-            f"--queue: an empty queue name in {text!r} (separate names with commas: a,b)"
-        )
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"--queue: a queue is named twice in {text!r}")
-    return names
+    return list(queue_list(names, "--queue", repr(text), " (separate names with commas: a,b)"))
 
 
 def _import_app_module(spec: str, module_name: str) -> Any:
