@@ -1,6 +1,6 @@
 """A worker process for the crash tests (run as a script, killed by the tests).
 
-    python crash_worker.py URL QUEUE RECORD_FILE MODE CONCURRENCY SLEEP_S [IDEM_TABLE]
+    python crash_worker.py URL QUEUE[,QUEUE...] RECORD_FILE MODE CONCURRENCY SLEEP_S [IDEM_TABLE]
 
 Handlers of ``urn:babel:crash:work`` sleep, then append ``meta.id`` to RECORD_FILE with one
 ``os.write`` (atomic for a short line with O_APPEND, and durable across a SIGKILL of this
@@ -75,10 +75,11 @@ def main() -> int:
 
     os.write(fd, b"")
     print("ready", flush=True)
+    queues = queue.split(",")  # several: one worker reads them in turn
     if mode == "run":
-        app.run()
+        app.run(queue=queues)
     else:
-        app.run_until_empty(wait_delayed=True, timeout=60)
+        app.run_until_empty(queue=queues, wait_delayed=True, timeout=60)
     app.close()
     os.close(fd)
     return 0

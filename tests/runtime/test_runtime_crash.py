@@ -138,6 +138,32 @@ def test_sigkill_mid_handler_loses_nothing(broker_url: str, unique_queue: str, t
 
 
 @pytest.mark.slow
+def test_a_worker_of_two_queues_killed_mid_handler_loses_nothing(
+    broker_url: str, unique_queue: str, tmp_path: Path
+) -> None:
+    queues = [f"{unique_queue}-a", f"{unique_queue}-b"]
+    seeded = [seed(broker_url, queue) for queue in queues]
+    record = tmp_path / "handled.txt"
+    proc = start_worker(broker_url, ",".join(queues), record, "run", 0.1)
+    wait_for_handled(record, 8, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert len(recorded(record)) < 2 * N_WORK  # killed in the middle, with handlers running
+
+    finish_queue(broker_url, ",".join(queues), record)
+
+    assert set(recorded(record)) == seeded[0][0] | seeded[1][0]  # every message of both, none lost
+    for queue, (_, fail_ids) in zip(queues, seeded, strict=True):
+        check_dead_letters(broker_url, queue, fail_ids)  # each queue's dead letters on its own DLQ
+    if broker_url.startswith("redis"):
+        transport = open_transport(broker_url)
+        for queue in queues:
+            transport.purge(queue)
+            transport.purge(f"{queue}.dlq")
+        transport.close()
+
+
+@pytest.mark.slow
 def test_sigterm_is_graceful_nothing_lost_nothing_twice(
     broker_url: str, unique_queue: str, tmp_path: Path
 ) -> None:
