@@ -126,7 +126,6 @@ class App:
             strict_urns=strict_urns,
             log=self.log,
         )
-        self.router.loop.inline = self.tuning.concurrency == 1
         for layer in middleware:
             self.router.use(layer)
         self._publish_layers: list[PublishMiddleware] = list(publish_middleware)
@@ -543,8 +542,6 @@ class App:
             broker=self._broker or broker_label(transport),
         )
         self._consumer = consumer
-        # one handler thread drives the loop itself; more hand their coroutines to its thread
-        self.router.loop.inline = self.tuning.concurrency == 1
         if self._stop_requested:
             consumer.stop()
         try:

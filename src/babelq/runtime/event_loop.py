@@ -1,25 +1,30 @@
-"""The event loop coroutine handlers run on: one per App, driven one of two ways.
+"""The event loop coroutine handlers run on: one per App, driven by the threads that handle.
 
 The consume path stays synchronous (middleware decide on a finished outcome), so an ``async
 def`` handler is run to completion from the thread that handles its message. One loop for the
 whole App means a client made inside a handler (an HTTP session, a database pool) can be used by
 every later handler; a handler that blocks the loop delays the others, as in any asyncio program.
 
-* **Inline** (an App with ``concurrency=1``): the handler thread runs the loop itself for the
-  time of each coroutine. No hand-over between threads: a call costs about what a plain
-  function's does. Between handlers the loop is idle, so a task a handler leaves running moves
-  on only while a later handler runs.
-* **On a thread of its own** (``concurrency >= 2``): started with the first coroutine; each
-  handler thread hands its coroutine over and waits for it, so up to ``concurrency`` coroutines
-  are in flight on the one loop.
+Handler threads drive the loop themselves, one at a time: a thread with a coroutine to run
+becomes the loop's *driver* when nobody drives it, and runs the loop until its own coroutine
+has ended. A thread that finds the loop driven hands its coroutine to the driver and waits;
+when the driver's coroutine ends while others still run, the driver hands the loop to one of
+their threads. So up to ``concurrency`` coroutines are in flight on the one loop, and a
+coroutine that never suspends costs about what a plain function call does: no thread hand-over.
+Between handlers the loop is idle, so a task a handler leaves running moves on only while a
+later handler runs; the App's ``close`` cancels what is left.
+
+A thread that already runs a loop of its own (a sync drain called from a coroutine) cannot drive
+a second one: the first such call moves the loop to a thread of its own for good.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from types import CoroutineType
 from typing import Any, TypeVar
@@ -30,21 +35,45 @@ T = TypeVar("T")
 
 #: how long closing waits for the loop's thread to end
 _CLOSE_WAIT_S = 5.0
+#: turns of ready callbacks a driver whose coroutine has ended runs for coroutines handed to it
+#: (the first starts their tasks, the second takes their first steps)
+_HELPING_TURNS = 2
+
+
+class _Call:
+    """One coroutine run to completion for one handling thread."""
+
+    __slots__ = ("drive", "ended", "wake")
+
+    def __init__(self, waiting: bool) -> None:
+        #: the thread of this call drives the loop now
+        self.drive = not waiting
+        #: the coroutine's task once it has ended (for a coroutine handed to the driver)
+        self.ended: asyncio.Task[Any] | None = None
+        #: released when the waiting thread may go on: its coroutine ended, or the loop is its to drive
+        self.wake: threading.Lock | None = None
+        if waiting:
+            self.wake = threading.Lock()
+            self.wake.acquire()
 
 
 class HandlerLoop:
     """An App's asyncio loop: created on first use, closed by :meth:`close` (and made anew if
-    used again). :attr:`inline` says how it is driven (see the module's docstring); a loop that
-    already runs on its own thread stays there."""
+    used again). See the module's docstring for how it is driven. ``inline=False`` runs it on a
+    thread of its own from the first coroutine on."""
 
-    def __init__(self, name: str = "babelq-asyncio", *, inline: bool = False) -> None:
+    def __init__(self, name: str = "babelq-asyncio", *, inline: bool = True) -> None:
         self.name = name
-        #: drive the loop from the calling thread while it is not running on its own thread
+        #: driven by the calling threads (see the module's docstring), not a thread of its own
         self.inline = inline
-        self._lock = threading.Lock()  # guards _loop and _thread
-        self._driving = threading.Lock()  # held by the thread running the loop inline
+        self._lock = threading.Lock()  # guards every attribute below and each _Call's outcome
+        self._idle = threading.Condition(self._lock)  # notified when the loop loses its driver
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._driver: _Call | None = None
+        self._waiting: list[_Call] = []  # calls handed to the driver, not ended yet
+        self._wants_thread = False  # a caller waits to move the loop to a thread of its own
+        self._idle_waiters = 0  # threads waiting for the loop to lose its driver
         self._close_after_run = False
 
     @property
@@ -53,10 +82,10 @@ class HandlerLoop:
         return self._loop is not None
 
     def _the_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            return self._loop
+        # called with self._lock held
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
 
     def run(self, awaitable: Awaitable[T]) -> T:
         """Run ``awaitable`` on the loop to completion and return its result.
@@ -72,52 +101,125 @@ class HandlerLoop:
             raise ConfigurationError(
                 "a coroutine cannot be run to completion from the App's own event loop: await it"
             )
-        # a thread that already runs a loop of its own (a sync call inside a coroutine) cannot
-        # run a second one: it hands over to the loop's thread instead
-        if self.inline and caller is None and self._thread is None:
-            with self._driving:
-                if self._thread is None:
-                    return self._run_here(coroutine)
+        if self.inline and caller is None:
+            return self._run_driven(coroutine)
         return self._run_on_thread(coroutine)
 
-    # -- inline ---------------------------------------------------------------------------
-    def _run_here(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        loop = self._the_loop()
-        outcome: list[tuple[bool, Any]] = []
-        # the task stops the loop itself as it ends, so a coroutine that never suspends costs one
-        # turn of the loop (run_until_complete takes a second one for its done callback)
-        loop.create_task(_to_the_end(coroutine, outcome, loop))
-        try:
-            while not outcome:  # a handler that stopped the loop itself: go on until it ends
-                loop.run_forever()
-        finally:
-            if self._close_after_run:  # close() was called from inside the coroutine
-                self._close_after_run = False
-                self._finish(loop)
-        done, value = outcome[0]
-        if done:
-            result: T = value
-            return result
-        if isinstance(value, asyncio.CancelledError):
-            raise UnavailableError("handler cancelled: the App's event loop is closing") from None
-        raise value
-
-    def _finish(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Cancel what is left on a loop no thread is running, let it end, close the loop."""
+    # -- driven by the handling threads -------------------------------------------------------
+    def _run_driven(self, coroutine: Coroutine[Any, Any, T]) -> T:
         with self._lock:
-            if self._loop is loop:
-                self._loop = None
-        _wind_down(loop)
+            if self._thread is not None or self._wants_thread:
+                call = None
+            else:
+                loop = self._the_loop()
+                call = _Call(waiting=self._driver is not None)
+                if call.drive:
+                    self._driver = call
+                else:
+                    self._waiting.append(call)
+                    context = contextvars.copy_context()
+                    loop.call_soon_threadsafe(self._start, loop, coroutine, call, context)
+        if call is None:
+            return self._run_on_thread(coroutine)
+        if call.drive:
+            try:
+                task: asyncio.Task[T] = asyncio.Task(coroutine, loop=loop)
+            except BaseException:
+                self._leave(loop)
+                raise
+            self._drive(loop, task.done, task)
+            return _result(task)
+        assert call.wake is not None
+        call.wake.acquire()  # until the coroutine has ended, or the loop is handed to us
+        if call.drive:
+            self._drive(loop, lambda: call.ended is not None, None)
+        ended: asyncio.Task[T] | None = call.ended
+        assert ended is not None
+        return _result(ended)
+
+    def _start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coroutine: Coroutine[Any, Any, Any],
+        call: _Call,
+        context: contextvars.Context,
+    ) -> None:
+        task = asyncio.Task(coroutine, loop=loop, context=context)
+        task.add_done_callback(functools.partial(self._ended, call))
+
+    def _ended(self, call: _Call, task: asyncio.Task[Any]) -> None:
+        """Hand a coroutine that was handed over back to its thread once it has ended."""
+        with self._lock:
+            call.ended = task
+            if call is self._driver:  # its thread was handed the loop meanwhile, and drives it
+                _stop(task)
+                return
+            if call in self._waiting:
+                self._waiting.remove(call)
+            assert call.wake is not None
+            call.wake.release()
+
+    def _drive(
+        self, loop: asyncio.AbstractEventLoop, done: Callable[[], bool], task: asyncio.Task[Any] | None
+    ) -> None:
+        """Run ``loop`` on this thread until ``done()``; then hand the loop to a thread whose
+        coroutine still runs, or leave it idle. ``task``, if given, is what ``done`` waits for.
+
+        Callbacks already ready run first without polling for I/O: a coroutine that does not
+        suspend ends there, with no system call that would let the other handling threads in
+        (they would find the loop driven and wait for it)."""
+        try:
+            _ready_turn(loop)
+            if not done():
+                if task is not None:
+                    task.add_done_callback(_stop)
+                while not done():  # a handler that stopped the loop itself: go on
+                    loop.run_forever()
+            for _ in range(_HELPING_TURNS):  # coroutines handed over meanwhile may end at once
+                if not self._waiting:
+                    break
+                _ready_turn(loop)
+        finally:
+            self._leave(loop)
+
+    def _leave(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._driver = None
+            heir = None
+            if self._waiting and not self._wants_thread:
+                heir = self._waiting.pop(0)
+                heir.drive = True
+                self._driver = heir
+                assert heir.wake is not None
+                heir.wake.release()
+            elif self._idle_waiters:
+                self._idle.notify_all()
+            finish = heir is None and self._close_after_run
+            if finish:
+                self._close_after_run = False
+                if self._loop is loop:
+                    self._loop = None
+        if finish:  # close() was called from inside a coroutine
+            _wind_down(loop)
+
+    def _wait_idle(self) -> None:
+        # called with self._lock held
+        self._idle_waiters += 1
+        try:
+            while self._driver is not None:
+                self._idle.wait()
+        finally:
+            self._idle_waiters -= 1
 
     # -- on a thread of its own -------------------------------------------------------------
     def _started(self) -> asyncio.AbstractEventLoop:
         """The loop, running on its own thread (started now if it is not)."""
-        if self._thread is not None and self._loop is not None:
-            return self._loop
-        with self._driving:  # never start the thread while another thread drives the loop inline
-            loop = self._the_loop()
-            with self._lock:
-                if self._thread is None:
+        with self._lock:
+            if self._thread is None:
+                self._wants_thread = True
+                try:
+                    self._wait_idle()  # never while a handling thread drives it
+                    loop = self._the_loop()
                     ready = threading.Event()
                     thread = threading.Thread(
                         target=self._main, args=(loop, ready), name=self.name, daemon=True
@@ -125,7 +227,10 @@ class HandlerLoop:
                     thread.start()
                     ready.wait()
                     self._thread = thread
-            return loop
+                finally:
+                    self._wants_thread = False
+            assert self._loop is not None
+            return self._loop
 
     @staticmethod
     def _main(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
@@ -168,16 +273,18 @@ class HandlerLoop:
         """Stop and close the loop: coroutines still running are cancelled (their messages go back)."""
         with self._lock:
             loop, thread = self._loop, self._thread
-            if thread is not None:
-                self._loop = self._thread = None
-        if loop is None:
-            return
-        if thread is None:  # driven inline
-            if _running_loop() is loop:  # closed from a handler: the loop closes when it returns
-                self._close_after_run = True
+            if loop is None:
                 return
-            with self._driving:
-                self._finish(loop)
+            if thread is None:  # driven by the handling threads
+                if _running_loop() is loop:  # closed from a handler: the loop closes when it is left
+                    self._close_after_run = True
+                    return
+                self._wait_idle()
+                if self._loop is not loop:  # closed meanwhile
+                    return
+            self._loop = self._thread = None
+        if thread is None:
+            _wind_down(loop)
             return
         if thread is threading.current_thread():  # closed from a handler: the loop ends when it returns
             loop.call_soon(loop.stop)
@@ -202,16 +309,37 @@ def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
-async def _to_the_end(
-    coroutine: Coroutine[Any, Any, T], outcome: list[tuple[bool, Any]], loop: asyncio.AbstractEventLoop
-) -> None:
-    """Await ``coroutine``, keep its result or exception in ``outcome``, then stop ``loop``."""
-    try:
-        outcome.append((True, await coroutine))
-    except BaseException as exc:  # handed to the caller, which raises it on its own thread
-        outcome.append((False, exc))
-    finally:
+def _result(task: asyncio.Task[T]) -> T:
+    """What an ended task's coroutine returned, or its exception raised here."""
+    if task.cancelled():
+        raise UnavailableError("handler cancelled: the App's event loop is closing")
+    error = task.exception()
+    if error is not None:
+        raise error
+    return task.result()
+
+
+def _stop(task: asyncio.Task[Any]) -> None:
+    """A done callback: stop the loop the task ran on, so the thread driving it goes on."""
+    loop = task.get_loop()
+    if loop.is_running():
         loop.stop()
+
+
+def _ready_turn(loop: asyncio.AbstractEventLoop) -> None:
+    """Run the callbacks ready on ``loop`` now, as one turn of the loop does but without polling
+    for I/O (which the next turn of ``run_forever`` does)."""
+    ready = getattr(loop, "_ready", None)  # asyncio's base loop; other loops just run normally
+    if ready is None or loop.get_debug():
+        return
+    asyncio._set_running_loop(loop)
+    try:
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
+    finally:
+        asyncio._set_running_loop(None)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -209,7 +209,7 @@ class Router:
         self._handlers: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
         self._chains: dict[str, Next] = {}
-        #: where coroutine handlers run (inline, or on its own thread: see HandlerLoop)
+        #: where coroutine handlers run (driven by the handling threads: see HandlerLoop)
         self.loop = HandlerLoop()
 
     # -- configuration -------------------------------------------------------------------
