@@ -131,9 +131,7 @@ def test_urn_alias_decodes_and_re_encodes_as_job_in_place() -> None:
     ("frame", "urn"),
     [
         ('"job":"urn:babel:a:b","urn":"urn:babel:c:d"', "urn:babel:a:b"),  # job wins
-        ('"job":5,"urn":"urn:babel:c:d"', "urn:babel:c:d"),  # non-string job falls back
-        ('"job":"  ","urn":"urn:babel:c:d"', "urn:babel:c:d"),  # blank job falls back
-        ('"urn":"urn:babel:c:d","job":null', "urn:babel:c:d"),
+        ('"urn":"urn:babel:c:d","job":null', "urn:babel:c:d"),  # a null job is absent
     ],
 )
 def test_job_and_urn_together(frame: str, urn: str) -> None:
@@ -142,6 +140,13 @@ def test_job_and_urn_together(frame: str, urn: str) -> None:
     assert env.urn == urn and env.accepts()
     out = json.loads(env.encode())
     assert out["job"] == urn and "urn" not in out and next(iter(out)) == "job"
+
+
+@pytest.mark.parametrize("frame", ['"job":5,"urn":"urn:babel:c:d"', '"job":"  ","urn":"urn:babel:c:d"'])
+def test_a_present_job_that_is_no_urn_is_not_saved_by_the_alias(frame: str) -> None:
+    rest = ',"trace_id":"t","data":{},"meta":{"schema_version":1},"attempts":0}'
+    env = decode(("{" + frame + rest).encode())
+    assert env.urn == "" and not env.accepts()
 
 
 def test_forbidden_keys_are_not_re_emitted() -> None:

@@ -82,3 +82,44 @@ def test_a_bad_urn_keeps_warning_on_every_use() -> None:
     for _ in range(3):
         with pytest.warns(URNFormatWarning):
             check_urn("urn:babel:Orders:created")
+
+
+def _identity_body(**members: str) -> bytes:
+    """An accepted frame with ``job``/``urn`` as given (JSON text); a member given as "" is left out."""
+    parts = {"trace_id": '"t"', "data": '{"n":1}', "meta": '{"schema_version":1}', "attempts": "0"}
+    named = {key: value for key, value in members.items() if value}
+    return ("{" + ",".join(f'"{k}":{v}' for k, v in {**named, **parts}.items()) + "}").encode()
+
+
+ALIAS = '"urn:babel:orders:created"'
+#: (job, urn, the URN a consumer reads or "" when it must reject the message)
+IDENTITY_CASES = [
+    ('"urn:babel:a:b"', ALIAS, "urn:babel:a:b"),
+    ("", ALIAS, "urn:babel:orders:created"),
+    ("null", ALIAS, "urn:babel:orders:created"),
+    ("5", ALIAS, ""),
+    ('""', ALIAS, ""),
+    ('" \\t"', ALIAS, ""),
+    ("[]", ALIAS, ""),
+    ("true", "", ""),
+    ("", "", ""),
+    ("null", "", ""),
+    ("", "7", ""),
+]
+
+
+@pytest.mark.parametrize(("job", "urn", "expected"), IDENTITY_CASES)
+def test_the_urn_alias_counts_only_when_job_is_absent(job: str, urn: str, expected: str) -> None:
+    """Seed 004, consumer rules: "Read the URN from job, accepting urn as an alias if job is
+    absent." A ``job`` that is present but not a non-empty string is no URN, whatever ``urn``
+    holds (null counts as absent, as for every other optional member)."""
+    from babelq.envelope import decode
+    from babelq.envelope.verdict import JOB_NOT_A_URN, NO_URN
+
+    env = decode(_identity_body(job=job, urn=urn))
+    assert env.urn == expected
+    assert env.accepts() is bool(expected)
+    if expected:
+        assert env.rejection() is None
+    else:
+        assert env.rejection() == (JOB_NOT_A_URN if job not in ("", "null") else NO_URN)

@@ -472,3 +472,38 @@ def test_decode_compiles_whole_stage(spark: Any, typed: bool) -> None:
     plan = decoded._jdf.queryExecution().executedPlan().toString()
     projects = [line.strip().removeprefix("+- ") for line in plan.splitlines() if "Project [" in line]
     assert projects and all(p.startswith("*(") for p in projects), plan[:2000]
+
+
+def _identity(job: str | None, urn: str | None) -> bytes:
+    members = {"job": job, "urn": urn, "trace_id": '"t"', "data": '{"n":1}',
+               "meta": '{"id":"m","schema_version":1}', "attempts": "0"}  # fmt: skip
+    return ("{" + ",".join(f'"{k}":{v}' for k, v in members.items() if v is not None) + "}").encode()
+
+
+ALIAS = '"urn:babel:orders:created"'
+IDENTITY_BODIES = [
+    _identity('"urn:babel:a:b"', ALIAS),
+    _identity(None, ALIAS),
+    _identity("null", ALIAS),
+    _identity("5", ALIAS),
+    _identity('""', ALIAS),
+    _identity('" "', ALIAS),
+    _identity("{}", ALIAS),
+    _identity("true", None),
+    _identity(None, None),
+    _identity("null", "null"),
+]
+
+
+@pytest.mark.parametrize("options", PATHS, ids=PATH_IDS)
+def test_the_urn_alias_counts_only_when_job_is_absent_on_every_path(
+    spark: Any, options: dict[str, Any]
+) -> None:
+    """Seed 004: "Read the URN from job, accepting urn as an alias if job is absent": the same URN,
+    verdict and reason as the core on every path, for a job that is present but no URN too."""
+    from babelq.spark.decode import decode
+
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(IDENTITY_BODIES)], "n int, body binary")
+    rows = decode(df, **options).orderBy("n").collect()
+    assert not _compare(rows)
+    assert [r["urn"] for r in rows] == ["urn:babel:a:b", *["urn:babel:orders:created"] * 2, *[""] * 7]

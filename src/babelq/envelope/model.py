@@ -111,7 +111,7 @@ class Envelope:
     # -- identity -------------------------------------------------------------------
     @property
     def urn(self) -> str:
-        """The message URN (``job``, else the inbound ``urn`` alias, else ``""``)."""
+        """The message URN (``job``; the inbound ``urn`` alias when ``job`` is absent; else ``""``)."""
         return verdict.urn_of(self._doc)
 
     @property

@@ -1,6 +1,7 @@
 """The consumer's acceptance rules (docs/standard.md §2.6).
 
-A message is accepted only if it has a URN (``job``, else the ``urn`` alias), ``meta`` is an
+A message is accepted only if it has a URN (``job``; the ``urn`` alias only when ``job`` is
+absent or null: a ``job`` of another type, or blank, is no URN whatever ``urn`` says), ``meta`` is an
 object with ``schema_version`` exactly 1, ``data`` is an object, ``attempts`` is an integer
 (not a bool) and ``trace_id`` is a non-empty string. :func:`rejection` says which rule failed
 so logs and dead letters can explain the verdict.
@@ -17,7 +18,7 @@ whitespace only, as in that package: a URN of U+00A0 is a URN.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from babelq.envelope.constants import ASCII_WHITESPACE, INT64_MAX, INT64_MIN, SCHEMA_VERSION
 
@@ -26,14 +27,23 @@ _DEAD_LETTER_INTEGERS = ("failed_at", "attempts")
 
 
 def urn_of(doc: Mapping[str, Any]) -> str:
-    """The URN of a document: ``job`` if it is a non-blank string, else ``urn``, else ``""``."""
+    """The URN of a document: ``job`` when present, the ``urn`` alias only when ``job`` is absent
+    (missing or null), ``""`` when the one that counts is not a non-blank string."""
     job = doc.get("job")
-    if type(job) is str and job.strip(_WS):
-        return job
+    if job is not None:
+        return job if type(job) is str and job.strip(_WS) else ""
     alias = doc.get("urn")
     if type(alias) is str and alias.strip(_WS):
         return alias
     return ""
+
+
+#: why a document whose ``job`` is present but unusable is rejected, whatever ``urn`` holds
+JOB_NOT_A_URN: Final = (
+    "no URN: 'job' is present but not a non-empty string ('urn' counts only when 'job' is absent)"
+)
+#: why a document without ``job`` and without a usable ``urn`` is rejected
+NO_URN: Final = "no URN: neither 'job' nor 'urn' is a non-empty string"
 
 
 def _int64_problem(name: str, value: Any) -> str | None:
@@ -68,7 +78,7 @@ def _typed_members_problem(meta: dict[str, Any], block: Any) -> str | None:
 def rejection(doc: Mapping[str, Any]) -> str | None:
     """Why a consumer must reject ``doc``, or ``None`` when it is accepted."""
     if not urn_of(doc):
-        return "no URN: neither 'job' nor 'urn' is a non-empty string"
+        return NO_URN if doc.get("job") is None else JOB_NOT_A_URN
     meta = doc.get("meta")
     if type(meta) is not dict:
         return "meta is missing or not an object"
@@ -119,7 +129,7 @@ def accepts(doc: Mapping[str, Any]) -> bool:
     if block is not None and _typed_members_problem({}, block) is not None:
         return False
     job = doc.get("job")
-    if type(job) is str and job.strip(_WS):
-        return True
+    if job is not None:
+        return type(job) is str and bool(job.strip(_WS))
     alias = doc.get("urn")
     return type(alias) is str and bool(alias.strip(_WS))

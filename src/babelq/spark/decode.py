@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from babelq.envelope.constants import ASCII_WHITESPACE, CORE_META_KEYS, EXTENSION_META_KEYS, MAX_DEPTH
 from babelq.envelope.limits import SHALLOW_JSON_BYTES
+from babelq.envelope.verdict import JOB_NOT_A_URN, NO_URN
 from babelq.spark.json_expr import json_double
 from babelq.spark.session import DUPLICATE_KEYS_CONF
 
@@ -296,10 +297,15 @@ def _exact_values(kinds: Column, variants: Column) -> dict[str, Column]:
     }
 
 
-def _urn(job: Column, alias: Column) -> Column:
+def _urn(job: Column, alias: Column, job_absent: Column) -> Column:
+    """The core's URN rule: ``job`` when present, the ``urn`` alias only when ``job`` is absent
+    (missing or null); ``""`` when the one that counts is not a non-blank string."""
     from pyspark.sql import functions as sf
 
-    return sf.when(_nonblank(job), job).when(_nonblank(alias), alias).otherwise(_lit(""))
+    blank = _lit("")
+    return sf.when(
+        sf.coalesce(job_absent, _lit(True)), sf.when(_nonblank(alias), alias).otherwise(blank)
+    ).otherwise(sf.when(_nonblank(job), job).otherwise(blank))
 
 
 def _scan_call(
@@ -429,7 +435,10 @@ def decode(
         envelope = sf.get(_h("m")[items], 0)
         vouched = _vouched(_h("s"), _h("utf8"), _h("m"), (items, tail, corrupt))
         values = _fast_values(envelope)
-        values["resolved_urn"] = _urn(values["job"], values["urn"])
+        job_variant = envelope["job"]
+        values["resolved_urn"] = _urn(
+            values["job"], values["urn"], job_variant.isNull() | sf.is_variant_null(job_variant)
+        )
         values["meta_ok"] = envelope["meta"].isNotNull()
         data_ok = envelope["data"].isNotNull() if typed_data else envelope["data"].startswith("{")
         values["data_ok"] = sf.coalesce(data_ok, _lit(False))
@@ -552,7 +561,7 @@ def decode(
         sf.when(fast_row, fast_dead_letter).otherwise(_h("x_dead_letter")) if fast else _h("x_dead_letter")
     )
 
-    exact_urn = _urn(typed["job"], typed["urn"])
+    exact_urn = _urn(typed["job"], typed["urn"], _absent(k["job"]))
     out = out.withColumn(
         "urn", sf.when(fast_row, fast_value("resolved_urn")).otherwise(exact_urn) if fast else exact_urn
     )
@@ -612,7 +621,7 @@ def decode(
             _h("first") != "{",
             sf.concat(_lit("body is JSON but "), _root_kind(_h("first")), _lit(", not an object")),
         )
-        .when(sf.col("urn") == "", _lit("no URN: neither 'job' nor 'urn' is a non-empty string"))
+        .when(sf.col("urn") == "", sf.when(_absent(k["job"]), _lit(NO_URN)).otherwise(_lit(JOB_NOT_A_URN)))
         .when(~_h("x_meta_ok"), _lit("meta is missing or not an object"))
         .when(
             ~sf.coalesce(exact_sv == 1, _lit(False)),

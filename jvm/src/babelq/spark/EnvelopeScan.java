@@ -15,8 +15,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * <p>Returns null unless the body is one strict JSON object as the core codec reads it
  * ({@link JsonScanner}); the exact SQL path decides those rows (poison, or a legal oddity the
  * scanner does not vouch for). For a JSON object it returns {@code accepted} = whether the
- * consumer rules accept it (a URN in {@code job} or {@code urn}, {@code meta} an object with
- * {@code schema_version} exactly 1, {@code data} an object, {@code attempts} an integer,
+ * consumer rules accept it (a URN in {@code job}, or in {@code urn} when {@code job} is absent,
+ * {@code meta} an object with {@code schema_version} exactly 1, {@code data} an object, {@code attempts} an integer,
  * {@code trace_id} a non-blank string) and {@code data}, the body's own text of the data
  * object as UTF-8 bytes (null when data is not an object). Only for an accepted envelope are the other
  * fields filled; a rejected one gets its reason and fields from the exact path. A repeated key
@@ -254,12 +254,12 @@ public final class EnvelopeScan implements UDF1<byte[], Row> {
 
   /** The fields of an accepted envelope (data left for the caller), or null when not accepted. */
   private static Object[] accepted(byte[] b, JsonScanner.Value[] v) {
-    String urn = nonBlank(string(b, v[JOB]));
+    // job when present; the urn alias only when job is missing or null
+    JsonScanner.Value job = v[JOB];
+    boolean jobAbsent = job == null || job.kind == JsonScanner.NULL;
+    String urn = nonBlank(string(b, jobAbsent ? v[URN] : job));
     if (urn == null) {
-      urn = nonBlank(string(b, v[URN]));
-      if (urn == null) {
-        return null;
-      }
+      return null;
     }
     JsonScanner.Value metaValue = v[META];
     if (metaValue == null || metaValue.kind != JsonScanner.OBJECT) {
