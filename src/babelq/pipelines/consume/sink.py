@@ -111,6 +111,27 @@ class Sink(ABC):
             cursor, f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES ({m}, {m}) "
             "ON CONFLICT DO NOTHING RETURNING message_id", [(message_id, at)]))
 
+    def claim_ids(self, cursor: Any, message_ids: Sequence[str], at: int) -> set[str]:
+        """Claim ``message_ids`` (distinct) as processed, a few hundred per statement; the ones
+        that were not already (a batch handler's rows)."""
+        got: set[str] = set()
+        m = self.mark
+        for start in range(0, len(message_ids), 500):
+            chunk = message_ids[start : start + 500]
+            values = ", ".join([f"({m}, {m})"] * len(chunk))
+            cursor.execute(f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES {values} "
+                           "ON CONFLICT DO NOTHING RETURNING message_id",
+                           [v for mid in chunk for v in (mid, at)])
+            got.update(str(r[0]) for r in cursor.fetchall())
+        return got
+
+    def unclaim_ids(self, cursor: Any, message_ids: Sequence[str]) -> None:
+        """Take back claims made in this transaction (the rows a batch handler did not call done)."""
+        for start in range(0, len(message_ids), 500):
+            chunk = list(message_ids[start : start + 500])
+            marks = ", ".join([self.mark] * len(chunk))
+            cursor.execute(f"DELETE FROM {self.t_ids} WHERE message_id IN ({marks})", chunk)
+
     def processed_in(self, cursor: Any, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are processed, read in the transaction."""
         found: set[str] = set()
