@@ -196,12 +196,13 @@ def _raised(exc: Exception) -> Verdict:
 
 
 def _failed(
-    part: _Consume, i: int, env: Envelope, attempts: int, verdict: Verdict
+    part: _Consume, i: int, env: Envelope | None, attempts: int, verdict: Verdict
 ) -> tuple[Outbound, str, str]:
     """A failed message's (retry or dead letter, outcome, cause); when its record cannot be
-    written, its bytes dead-lettered (cause ``unprocessable``)."""
+    written, its bytes dead-lettered (cause ``unprocessable``). ``env`` None: decoded here."""
     error = verdict.reason if verdict.reason is not None else verdict.kind
     try:
+        env = env if env is not None else part.envelope(i)
         if verdict.kind == "dead_letter":
             return _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
         return _retried(part, i, env, attempts, error=error)
@@ -236,26 +237,30 @@ def _retried(part: _Consume, i: int, env: Envelope, attempts: int, *,
     return row, DEAD_LETTERED, cause
 
 
-#: a batch handler's row: (row of the partition, its envelope, its reconciled attempts)
-_BatchRow = tuple[int, Envelope, int]
+#: a batch handler's row: (row of the partition, its reconciled attempts)
+_BatchRow = tuple[int, int]
 
 
 def _batch(part: _Consume, urn: str, rows: Sequence[_BatchRow]) -> Any:
-    """The batch a batch handler gets (:data:`~babelq.pipelines.consume.api.BATCH_COLUMNS`)."""
+    """The batch a batch handler gets (:data:`~babelq.pipelines.consume.api.BATCH_COLUMNS`), from
+    the columns the JVM decoded: no envelope is decoded in Python for a batch."""
     import orjson
     import pyarrow as pa
 
-    texts = part.rows.columns["data_json"]
-    data = [texts[i] if texts[i] is not None else orjson.dumps(env.data).decode() for i, env, _ in rows]
+    columns = part.rows.columns
+    texts, ids, traces, correlations = (columns["data_json"], columns["id"], columns["trace_id"],
+                                        columns["correlation_id"])
+    at = [i for i, _ in rows]
     n = len(rows)
     batch = pa.RecordBatch.from_arrays([
-        pa.array([env.id for _, env, _ in rows], pa.string()),
-        pa.array([attempts for _, _, attempts in rows], pa.int64()),
+        pa.array([ids[i] or "" for i in at], pa.string()),
+        pa.array([attempts for _, attempts in rows], pa.int64()),
         pa.array([part.config.queue] * n, pa.string()),
         pa.array([urn] * n, pa.string()),
-        pa.array([env.trace_id for _, env, _ in rows], pa.string()),
-        pa.array([env.correlation_id for _, env, _ in rows], pa.string()),
-        pa.array(data, pa.string()),
+        pa.array([traces[i] for i in at], pa.string()),
+        pa.array([correlations[i] for i in at], pa.string()),
+        pa.array([texts[i] if texts[i] is not None else orjson.dumps(part.envelope(i).data).decode()
+                  for i in at], pa.string()),
     ], names=list(BATCH_COLUMNS))
     return batch.to_pandas() if urn in part.consume.pipeline.pandas_urns else batch
 
@@ -284,13 +289,17 @@ def _verdicts(result: object, n: int, urn: str) -> list[Verdict]:
     return out
 
 
+def _ids(part: _Consume, rows: Sequence[_BatchRow]) -> list[str]:
+    return [_message_id(part, i) for i, _ in rows]
+
+
 def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_BatchRow], *,
                outbound: list[Outbound], done: _Done) -> None:
     """One call of ``urn``'s batch handler on ``rows`` (distinct ids), in a savepoint: the ids
     claimed first (the rows another run processed meanwhile are duplicates, not passed on), the
     claims of the rows not done taken back, their retries and dead letters added to ``outbound``."""
     handler = part.consume.pipeline.batch_handlers[urn]
-    ids = [_message_id(part, i) for i, _, _ in rows]
+    ids = _ids(part, rows)
     fresh: Sequence[_BatchRow] = rows
     verdicts: list[Verdict] = []
     try:
@@ -302,8 +311,7 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
                 down = next((v for v in verdicts if v.kind == "unavailable"), None)
                 if down is not None:
                     raise UnavailableError(str(down.reason))
-                failed = [_message_id(part, i) for (i, _, _), v in zip(fresh, verdicts, strict=True)
-                          if v.kind != "done"]
+                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True) if v.kind != "done"]
                 if failed:
                     sink.unclaim_ids(tx, failed)
     except Exception as exc:
@@ -314,17 +322,54 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
     if len(fresh) < len(rows):
         done.counts[urn, DUPLICATE, ALREADY_PROCESSED] += len(rows) - len(fresh)
     retried = 0
-    for (i, env, attempts), verdict in zip(fresh, verdicts, strict=True):
+    for (i, attempts), verdict in zip(fresh, verdicts, strict=True):
         if verdict.kind == "done":
             done.counts[urn, HANDLED, ""] += 1
             continue
-        row, outcome, cause = _failed(part, i, env, attempts, verdict)
+        row, outcome, cause = _failed(part, i, None, attempts, verdict)
         retried += outcome == RETRIED
         outbound.append(row)
         done.labels[row.key] = (urn, outcome, cause)
     if retried:
         log.warning("consume: %s batch handler: %d of %d messages failed this attempt; retrying",
                     urn, retried, len(fresh))
+
+
+def _collect(part: _Consume, i: int, *, rounds: list[dict[str, list[_BatchRow]]], seen: Counter[str],
+             outbound: list[Outbound], done: _Done) -> None:
+    """A batch handler's row: dead-lettered when its data breaks the URN's schema, else added to
+    its round (each id once a round: a later attempt of an id sees the earlier one's claim, as it
+    would one message after the other). Reads the JVM's columns; decodes only a dead letter."""
+    columns, pipeline = part.rows.columns, part.consume.pipeline
+    urn: str = columns["urn"][i]
+    attempts = int(columns["attempts"][i])
+    try:
+        if urn in pipeline.schemas:
+            import orjson
+
+            text = columns["data_json"][i]
+            data = orjson.loads(text) if text is not None else part.envelope(i).data
+            problems = pipeline.schema_errors(urn, data)
+            if problems:
+                from babelq.schema.errors import SchemaViolationError
+
+                violation = SchemaViolationError(urn, problems)
+                row = _dead_letter(part, i, part.envelope(i), cause=rules.SCHEMA, error=violation,
+                                   attempts=max(attempts, 0))
+                outbound.append(row)
+                done.labels[row.key] = (urn, DEAD_LETTERED, rules.SCHEMA)
+                return
+        mid = _message_id(part, i)
+    except Exception as exc:
+        row = _unprocessable(part, i, exc)
+        outbound.append(row)
+        done.labels[row.key] = (NO_URN, DEAD_LETTERED, UNPROCESSABLE)
+        return
+    k = seen[mid]
+    seen[mid] += 1
+    if k == len(rounds):
+        rounds.append({})
+    rounds[k].setdefault(urn, []).append((i, attempts))
 
 
 def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done:
@@ -342,6 +387,9 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
     seen: Counter[str] = Counter()
     with sink.transaction() as tx:
         for i in candidates:
+            if columns["urn"][i] in pipeline.batch_handlers:
+                _collect(part, i, rounds=rounds, seen=seen, outbound=outbound, done=done)
+                continue
             try:
                 env = part.envelope(i)
                 urn = env.urn
@@ -360,16 +408,6 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
                                    attempts=max(attempts, 0))
                 outbound.append(row)
                 done.labels[row.key] = (urn, DEAD_LETTERED, rules.SCHEMA)
-                continue
-            if urn in pipeline.batch_handlers:
-                # a round holds each id once: a later copy of an id (another attempt) sees the
-                # earlier one's claim, as it would one message after the other
-                mid = _message_id(part, i)
-                k = seen[mid]
-                seen[mid] += 1
-                if k == len(rounds):
-                    rounds.append({})
-                rounds[k].setdefault(urn, []).append((i, env, attempts))
                 continue
             handler = pipeline.handlers[urn]
             try:
