@@ -416,5 +416,7 @@ def test_declaring_a_batch_handler() -> None:
     assert dead_letter(PermanentError("no", cause="fraud")).cause == "fraud"
     assert dead_letter(PermanentError("no", cause="fraud"), cause="mine").cause == "mine"
     assert unavailable().kind == "unavailable"
+    with pytest.raises(ValueError, match="kind must be one of done, retry, dead_letter, unavailable"):
+        Verdict("skip")  # type: ignore[arg-type]
     copy = pickle.loads(pickle.dumps(pipeline))
     assert copy.urns == (PAID, CREATED) and copy.pandas_urns == {CREATED}

@@ -100,6 +100,7 @@ class Message:
 BATCH_COLUMNS = ("meta_id", "attempts", "queue", "urn", "trace_id", "correlation_id", "data")
 
 VerdictKind = Literal["done", "retry", "dead_letter", "unavailable"]
+_KINDS = ("done", "retry", "dead_letter", "unavailable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,10 @@ class Verdict:
     #: the dead letter's ``error``: a text, or an exception recorded as if the handler had raised it
     reason: str | BaseException | None = None
     cause: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"Verdict: kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
 
 
 #: The row is handled: its processed id commits with the batch's writes.

@@ -3,9 +3,11 @@
 A partition of a micro-batch is ONE transaction on the sink (:meth:`Sink.transaction`): each
 handler runs in a savepoint of it with a cursor (``tx``), after babelq claimed the message's id
 in ``<prefix>processed_ids`` inside the same savepoint; a handler that raises rolls back its own
-writes and the claim, nothing else. The partition's dead letters and retries are claimed in
-``<prefix>outbox`` (one row per message and attempt, :func:`~babelq.pipelines.ledger.outbox_key`)
-before the commit, published after it, then marked. So the user's rows, the processed ids and
+writes and the claim, nothing else (a batch handler: one savepoint for its batch, all of the
+batch's ids claimed in it, the claims of the rows it did not call done deleted after it). The
+partition's dead letters and retries are claimed in ``<prefix>outbox`` (one row per message
+and attempt, :func:`~babelq.pipelines.ledger.outbox_key`) before the commit, published after
+it, then marked. So the user's rows, the processed ids and
 the outbox commit or vanish together: a micro-batch delivered again after a crash finds its ids
 and its keys, and nothing lands twice.
 
