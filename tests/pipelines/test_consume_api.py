@@ -19,7 +19,8 @@ URN = "urn:babel:orders:created"
 
 def test_a_pipeline_declares_handlers_schemas_and_setup_and_travels_pickled() -> None:
     pipeline = load_pipeline(f"{EXAMPLE}:pipeline")
-    assert pipeline.queue == "orders" and pipeline.urns == (URN,) and len(pipeline.setups) == 1
+    assert pipeline.queue == "orders" and pipeline.urns == (URN, "urn:babel:orders:paid")
+    assert len(pipeline.setups) == 1 and set(pipeline.batch_handlers) == {"urn:babel:orders:paid"}
     assert pipeline.schema_errors(URN, {"order_id": 1, "amount_cents": 5, "currency": "AUD"}) == []
     assert pipeline.schema_errors(URN, {"order_id": "x", "amount_cents": 5, "currency": "AUD"}) == [
         "$.order_id: 'x' is not of type 'integer'"]

@@ -16,19 +16,29 @@ the partition's transaction is rolled back and run again, and if the outage last
 micro-batch is delivered again. ``tx`` is a cursor in the sink's transaction (``sqlite3`` or
 ``psycopg``): the handler's writes commit together with babelq's processed id of the message,
 so each message's effect lands once. A handler must not commit or roll back itself.
+
+A batch handler (:meth:`Pipeline.batch_handler`) is the fast path: it gets a partition's
+messages of its URN at once, as one Arrow record batch (or a pandas DataFrame), and returns a
+:class:`Verdict` per row (:data:`DONE`, :func:`retry`, :func:`dead_letter`, :func:`unavailable`).
+Its writes are all or nothing for the batch: write only the effects of the rows you call done
+(the batch columns and the exact rules are in :meth:`Pipeline.batch_handler`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from babelq.envelope import Envelope, check_urn
 from babelq.errors import ConfigurationError
 
 #: A handler: the message and a DB-API cursor in the sink's transaction; its return value is ignored.
 Handler = Callable[["Message", Any], object]
+#: A batch handler: the batch (``pyarrow.RecordBatch`` or ``pandas.DataFrame``) and the cursor;
+#: a verdict per row, in order, or None when every row is done.
+BatchHandler = Callable[[Any, Any], "Sequence[Verdict | None] | None"]
 #: A setup hook: runs once per run on a cursor of the sink, in a transaction of its own (DDL).
 Setup = Callable[[Any], object]
 
@@ -86,6 +96,59 @@ class Message:
         return f"Message(urn={self.urn!r}, id={self.id!r}, attempts={self.attempts}, queue={self.queue!r})"
 
 
+#: The columns of a batch handler's batch, in order (:meth:`Pipeline.batch_handler`).
+BATCH_COLUMNS = ("meta_id", "attempts", "queue", "urn", "trace_id", "correlation_id", "data")
+
+VerdictKind = Literal["done", "retry", "dead_letter", "unavailable"]
+_KINDS = ("done", "retry", "dead_letter", "unavailable")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What became of one row of a batch: the outcome a per-message handler reaches by returning
+    or raising. Build one with :data:`DONE`, :func:`retry`, :func:`dead_letter` or :func:`unavailable`."""
+
+    kind: VerdictKind
+    #: the dead letter's ``error``: a text, or an exception recorded as if the handler had raised it
+    reason: str | BaseException | None = None
+    cause: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"Verdict: kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+
+
+#: The row is handled: its processed id commits with the batch's writes.
+DONE = Verdict("done")
+
+
+def retry(reason: str | BaseException) -> Verdict:
+    """The row failed this attempt, as if a per-message handler had raised: retried with attempts
+    + 1 after the backoff, or dead-lettered (cause ``max_attempts``) once the attempts ran out.
+    An exception is recorded by its text and type, a string as the error alone."""
+    if not isinstance(reason, str | BaseException):
+        raise TypeError(f"retry: reason must be a str or an exception, got {type(reason).__name__}")
+    return Verdict("retry", reason)
+
+
+def dead_letter(reason: str | BaseException, *, cause: str | None = None) -> Verdict:
+    """Dead-letter the row now (reason ``failed``), as a per-message handler raising
+    :class:`~babelq.runtime.errors.PermanentError` does; the cause is ``cause``, else a
+    PermanentError's own, else ``rejected``."""
+    if not isinstance(reason, str | BaseException):
+        raise TypeError(f"dead_letter: reason must be a str or an exception, got {type(reason).__name__}")
+    if cause is None:
+        cause = getattr(reason, "cause", None) if isinstance(reason, BaseException) else None
+    return Verdict("dead_letter", reason, cause)
+
+
+def unavailable(reason: str = "a dependency is unavailable") -> Verdict:
+    """A dependency is down, never the row's fault: as a handler raising
+    :class:`~babelq.errors.UnavailableError`, the partition's whole transaction is rolled back and
+    run again (one such row is enough)."""
+    return Verdict("unavailable", reason)
+
+
 class Pipeline:
     """A consume pipeline: the queue it reads, a handler per URN, optional schemas and setup hooks.
 
@@ -103,6 +166,9 @@ class Pipeline:
         self.max_attempts = max_attempts
         self.retry_delay_ms = retry_delay_ms
         self.handlers: dict[str, Handler] = {}
+        self.batch_handlers: dict[str, BatchHandler] = {}
+        #: the URNs whose batch handler asked for a pandas DataFrame
+        self.pandas_urns: set[str] = set()
         self.schemas: dict[str, Mapping[str, Any] | bool] = {}
         self.setups: list[Setup] = []
         self._registry: Any = None
@@ -112,23 +178,70 @@ class Pipeline:
     ) -> Callable[[Handler], Handler]:
         """Decorator: ``fn(message, tx)`` handles ``urn``; data breaking ``schema`` (a JSON Schema)
         is dead-lettered (reason ``failed``, cause ``schema``) without calling it."""
-        check_urn(urn, stacklevel=2)
-        if urn in self.handlers:
+        self._check_new(urn, schema)
+
+        def register(fn: Handler) -> Handler:
+            self._check_callable(urn, fn)
+            self.handlers[urn] = fn
+            self._keep_schema(urn, schema)
+            return fn
+
+        return register
+
+    def batch_handler(
+        self, urn: str, *, schema: Mapping[str, Any] | bool | None = None, as_pandas: bool = False
+    ) -> Callable[[BatchHandler], BatchHandler]:
+        """Decorator: ``fn(batch, tx)`` handles a partition's messages of ``urn`` at once.
+
+        The consume rules, the duplicates and ``schema`` are applied per message first, as for
+        :meth:`handler`; ``batch`` holds the rest, in the order read, as a ``pyarrow.RecordBatch``
+        (a ``pandas.DataFrame`` with ``as_pandas``) of the columns :data:`BATCH_COLUMNS`:
+        ``meta_id`` (``""`` when the producer left it out), ``attempts`` (reconciled with the
+        broker's count), ``queue``, ``urn``, ``trace_id``, ``correlation_id`` (null without one)
+        and ``data``, the payload as JSON text (parse the fields you need, e.g. with
+        ``pyarrow.json``: babelq does not guess column types, where one odd message would fail
+        the whole batch's conversion).
+
+        ``fn`` returns a :class:`Verdict` (or None, done) per row, in order, or None when every
+        row is done. It runs in one savepoint of the partition's transaction with ``tx``: when it
+        returns, its writes commit with the processed ids of the rows done and the retries and
+        dead letters of the others, so write only the done rows' effects. When it raises, its
+        writes are rolled back and every row failed this attempt, as each message would with a
+        per-message handler raising the same exception (so :class:`~babelq.runtime.errors.PermanentError`
+        dead-letters them all, :class:`~babelq.errors.UnavailableError` reruns the transaction).
+        A result of the wrong length or holding something else than verdicts is the handler
+        failing the same way, with a one-line error."""
+        self._check_new(urn, schema)
+        if not isinstance(as_pandas, bool):
+            raise ConfigurationError(f"batch_handler {urn!r}: as_pandas must be a bool, got {as_pandas!r}")
+
+        def register(fn: BatchHandler) -> BatchHandler:
+            self._check_callable(urn, fn)
+            self.batch_handlers[urn] = fn
+            if as_pandas:
+                self.pandas_urns.add(urn)
+            self._keep_schema(urn, schema)
+            return fn
+
+        return register
+
+    def _check_new(self, urn: str, schema: Mapping[str, Any] | bool | None) -> None:
+        check_urn(urn, stacklevel=3)
+        if urn in self.handlers or urn in self.batch_handlers:
             raise ConfigurationError(f"handler: {urn!r} already has a handler")
         if schema is not None:
             from babelq.schema import compile_schema
 
             compile_schema(schema)  # a broken schema fails here, not in an executor
 
-        def register(fn: Handler) -> Handler:
-            if not callable(fn):
-                raise ConfigurationError(f"handler {urn!r}: must be callable, got {type(fn).__name__}")
-            self.handlers[urn] = fn
-            if schema is not None:
-                self.schemas[urn] = schema
-            return fn
+    @staticmethod
+    def _check_callable(urn: str, fn: object) -> None:
+        if not callable(fn):
+            raise ConfigurationError(f"handler {urn!r}: must be callable, got {type(fn).__name__}")
 
-        return register
+    def _keep_schema(self, urn: str, schema: Mapping[str, Any] | bool | None) -> None:
+        if schema is not None:
+            self.schemas[urn] = schema
 
     def setup(self, fn: Setup) -> Setup:
         """Decorator: ``fn(tx)`` runs once per run on the sink before any message (create tables)."""
@@ -139,7 +252,12 @@ class Pipeline:
 
     @property
     def urns(self) -> tuple[str, ...]:
-        return tuple(self.handlers)
+        return (*self.handlers, *self.batch_handlers)
+
+    @property
+    def functions(self) -> list[Callable[..., object]]:
+        """Every function the pipeline runs: handlers of both shapes and setup hooks."""
+        return [*self.handlers.values(), *self.batch_handlers.values(), *self.setups]
 
     def schema_errors(self, urn: str, data: Any) -> list[str]:
         """The errors of ``data`` against ``urn``'s schema (none without one)."""
@@ -164,7 +282,7 @@ class Pipeline:
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
-        return f"Pipeline(queue={self.queue!r}, urns={list(self.handlers)!r})"
+        return f"Pipeline(queue={self.queue!r}, urns={list(self.urns)!r})"
 
 
 def marks(tx: Any, n: int) -> str:

@@ -19,6 +19,13 @@ on the JVM (:mod:`babelq.pipelines.settle.classify`); per row, in order:
    outage outlasts :attr:`~babelq.pipelines.consume.sink.Sink.outage_seconds` the task fails so the
    micro-batch is delivered again.
 
+A URN with a batch handler (:meth:`~babelq.pipelines.consume.api.Pipeline.batch_handler`) goes
+through 1-5 the same way; its remaining rows then reach step 6 together, after the per-message
+handlers: one call per URN in a savepoint, the ids claimed before it, the claims of the rows it
+did not call done taken back after it, each row's verdict settled as the per-message outcome
+above. A partition holding one id twice (two attempts of a message) calls it in rounds, each id
+once per round, so the later attempt finds the earlier one's claim as it would one by one.
+
 Dead letters and retries are claimed in the sink's outbox in the same transaction, published
 after the commit, then marked (:func:`publish_outbox`). A message whose own processing fails in
 babelq (an envelope that cannot be re-encoded) is dead-lettered alone (cause ``unprocessable``).
@@ -28,14 +35,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from babelq.envelope import Envelope, annotate, decode, now_ms, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import UnavailableError
-from babelq.pipelines.consume.api import Message, Pipeline
+from babelq.pipelines.consume.api import BATCH_COLUMNS, DONE, Message, Pipeline, Verdict, dead_letter, retry
 from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink, open_sink
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Outbound
@@ -182,14 +189,39 @@ def _dead_letter(part: _Consume, i: int, env: Envelope, *, cause: str, error: Ba
                     message_id=part.rows.columns["id"][i] or None)
 
 
-def _failure(
-    part: _Consume, i: int, env: Envelope, attempts: int, exc: Exception
+def _raised(exc: Exception) -> Verdict:
+    """What a handler raising ``exc`` means, as the runtime decides: a PermanentError dead-letters
+    (its cause, else ``rejected``), anything else fails this attempt."""
+    return dead_letter(exc) if isinstance(exc, PermanentError) else retry(exc)
+
+
+def _failed(
+    part: _Consume, i: int, env: Envelope | None, attempts: int, verdict: Verdict
 ) -> tuple[Outbound, str, str]:
-    """A handler raised: (the retry or dead letter, outcome, cause), as the runtime decides."""
-    if isinstance(exc, PermanentError):
-        cause = exc.cause or REJECTED
-        row = _dead_letter(part, i, env, cause=cause, error=exc, attempts=max(attempts, 0))
-        return row, DEAD_LETTERED, cause
+    """A failed message's (retry or dead letter, outcome, cause); when its record cannot be
+    written, its bytes dead-lettered (cause ``unprocessable``). ``env`` None: decoded here."""
+    error = verdict.reason if verdict.reason is not None else verdict.kind
+    try:
+        env = env if env is not None else part.envelope(i)
+        if verdict.kind == "dead_letter":
+            return _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
+        return _retried(part, i, env, attempts, error=error)
+    except Exception as again:
+        return _unprocessable(part, i, again), DEAD_LETTERED, UNPROCESSABLE
+
+
+def _rejected(part: _Consume, i: int, env: Envelope, attempts: int, *, error: BaseException | str,
+              cause: str | None) -> tuple[Outbound, str, str]:
+    """Dead-lettered at once (a PermanentError, a ``dead_letter`` verdict)."""
+    cause = cause or REJECTED
+    row = _dead_letter(part, i, env, cause=cause, error=error, attempts=max(attempts, 0))
+    return row, DEAD_LETTERED, cause
+
+
+def _retried(part: _Consume, i: int, env: Envelope, attempts: int, *,
+             error: BaseException | str) -> tuple[Outbound, str, str]:
+    """This attempt failed: retried after the shared policy's backoff, or dead-lettered once the
+    attempts ran out (``on_failure``, decided on the JVM by the same policy)."""
     policy = part.policy
     runs = policy.runs(attempts)
     if attempts > env.attempts:  # the broker counted more deliveries (docs/standard.md §4)
@@ -201,8 +233,143 @@ def _failure(
         return row, RETRIED, HANDLER
     runs = min(runs, INT64_MAX)
     cause = policy.exhausted_cause(None)
-    row = _dead_letter(part, i, env.with_attempts(runs), cause=cause, error=exc, attempts=runs)
+    row = _dead_letter(part, i, env.with_attempts(runs), cause=cause, error=error, attempts=runs)
     return row, DEAD_LETTERED, cause
+
+
+#: a batch handler's row: (row of the partition, its reconciled attempts)
+_BatchRow = tuple[int, int]
+
+
+def _batch(part: _Consume, urn: str, rows: Sequence[_BatchRow]) -> Any:
+    """The batch a batch handler gets (:data:`~babelq.pipelines.consume.api.BATCH_COLUMNS`), from
+    the columns the JVM decoded: no envelope is decoded in Python for a batch."""
+    import orjson
+    import pyarrow as pa
+
+    columns = part.rows.columns
+    texts, ids, traces, correlations = (columns["data_json"], columns["id"], columns["trace_id"],
+                                        columns["correlation_id"])
+    at = [i for i, _ in rows]
+    n = len(rows)
+    batch = pa.RecordBatch.from_arrays([
+        pa.array([ids[i] or "" for i in at], pa.string()),
+        pa.array([attempts for _, attempts in rows], pa.int64()),
+        pa.array([part.config.queue] * n, pa.string()),
+        pa.array([urn] * n, pa.string()),
+        pa.array([traces[i] for i in at], pa.string()),
+        pa.array([correlations[i] for i in at], pa.string()),
+        pa.array([texts[i] if texts[i] is not None else orjson.dumps(part.envelope(i).data).decode()
+                  for i in at], pa.string()),
+    ], names=list(BATCH_COLUMNS))
+    return batch.to_pandas() if urn in part.consume.pipeline.pandas_urns else batch
+
+
+def _verdicts(result: object, n: int, urn: str) -> list[Verdict]:
+    """A batch handler's result as one verdict per row; a malformed result raises (one line), so
+    the batch fails as if the handler had raised."""
+    if result is None:
+        return [DONE] * n
+    if isinstance(result, str | bytes | Mapping | Verdict) or not isinstance(result, Iterable):
+        raise TypeError(f"batch handler {urn!r}: returned a {type(result).__name__}; expected a "
+                        "sequence of verdicts, one per row, or None")
+    got = list(result)
+    if len(got) != n:
+        raise ValueError(f"batch handler {urn!r}: returned {len(got)} verdicts for {n} messages "
+                         "(one per row, in order)")
+    out: list[Verdict] = []
+    for k, verdict in enumerate(got):
+        if verdict is None:
+            out.append(DONE)
+        elif isinstance(verdict, Verdict):
+            out.append(verdict)
+        else:
+            raise TypeError(f"batch handler {urn!r}: row {k} is a {type(verdict).__name__}, not a verdict "
+                            "(DONE, retry(...), dead_letter(...), unavailable(...)) or None")
+    return out
+
+
+def _ids(part: _Consume, rows: Sequence[_BatchRow]) -> list[str]:
+    return [_message_id(part, i) for i, _ in rows]
+
+
+def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_BatchRow], *,
+               outbound: list[Outbound], done: _Done) -> None:
+    """One call of ``urn``'s batch handler on ``rows`` (distinct ids), in a savepoint: the ids
+    claimed first (the rows another run processed meanwhile are duplicates, not passed on), the
+    claims of the rows not done taken back, their retries and dead letters added to ``outbound``."""
+    handler = part.consume.pipeline.batch_handlers[urn]
+    ids = _ids(part, rows)
+    fresh: Sequence[_BatchRow] = rows
+    verdicts: list[Verdict] = []
+    try:
+        with sink.savepoint():
+            claimed = sink.claim_ids(tx, ids, part.now)
+            fresh = [row for row, mid in zip(rows, ids, strict=True) if mid in claimed]
+            if fresh:
+                verdicts = _verdicts(handler(_batch(part, urn, fresh), tx), len(fresh), urn)
+                down = next((v for v in verdicts if v.kind == "unavailable"), None)
+                if down is not None:
+                    raise UnavailableError(str(down.reason))
+                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True) if v.kind != "done"]
+                if failed:
+                    sink.unclaim_ids(tx, failed)
+    except Exception as exc:
+        if isinstance(exc, UnavailableError) or sink.is_outage(exc):
+            raise UnavailableError(f"consume: {urn} batch handler: {exc}") from exc
+        # the batch failed this attempt: each message as if its own handler had raised
+        verdicts = [_raised(exc)] * len(fresh)
+    if len(fresh) < len(rows):
+        done.counts[urn, DUPLICATE, ALREADY_PROCESSED] += len(rows) - len(fresh)
+    retried = 0
+    for (i, attempts), verdict in zip(fresh, verdicts, strict=True):
+        if verdict.kind == "done":
+            done.counts[urn, HANDLED, ""] += 1
+            continue
+        row, outcome, cause = _failed(part, i, None, attempts, verdict)
+        retried += outcome == RETRIED
+        outbound.append(row)
+        done.labels[row.key] = (urn, outcome, cause)
+    if retried:
+        log.warning("consume: %s batch handler: %d of %d messages failed this attempt; retrying",
+                    urn, retried, len(fresh))
+
+
+def _collect(part: _Consume, i: int, *, rounds: list[dict[str, list[_BatchRow]]], seen: Counter[str],
+             outbound: list[Outbound], done: _Done) -> None:
+    """A batch handler's row: dead-lettered when its data breaks the URN's schema, else added to
+    its round (each id once a round: a later attempt of an id sees the earlier one's claim, as it
+    would one message after the other). Reads the JVM's columns; decodes only a dead letter."""
+    columns, pipeline = part.rows.columns, part.consume.pipeline
+    urn: str = columns["urn"][i]
+    attempts = int(columns["attempts"][i])
+    try:
+        if urn in pipeline.schemas:
+            import orjson
+
+            text = columns["data_json"][i]
+            data = orjson.loads(text) if text is not None else part.envelope(i).data
+            problems = pipeline.schema_errors(urn, data)
+            if problems:
+                from babelq.schema.errors import SchemaViolationError
+
+                violation = SchemaViolationError(urn, problems)
+                row = _dead_letter(part, i, part.envelope(i), cause=rules.SCHEMA, error=violation,
+                                   attempts=max(attempts, 0))
+                outbound.append(row)
+                done.labels[row.key] = (urn, DEAD_LETTERED, rules.SCHEMA)
+                return
+        mid = _message_id(part, i)
+    except Exception as exc:
+        row = _unprocessable(part, i, exc)
+        outbound.append(row)
+        done.labels[row.key] = (NO_URN, DEAD_LETTERED, UNPROCESSABLE)
+        return
+    k = seen[mid]
+    seen[mid] += 1
+    if k == len(rounds):
+        rounds.append({})
+    rounds[k].setdefault(urn, []).append((i, attempts))
 
 
 def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done:
@@ -215,8 +382,14 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
         urn = part.urn_of_key.get(row.key, NO_URN)
         outcome, cause = part.labels[row.key]
         done.labels[row.key] = (urn, outcome, cause or "")
+    #: the batch handlers' rows, per round and URN (:func:`_run_batch`)
+    rounds: list[dict[str, list[_BatchRow]]] = []
+    seen: Counter[str] = Counter()
     with sink.transaction() as tx:
         for i in candidates:
+            if columns["urn"][i] in pipeline.batch_handlers:
+                _collect(part, i, rounds=rounds, seen=seen, outbound=outbound, done=done)
+                continue
             try:
                 env = part.envelope(i)
                 urn = env.urn
@@ -245,10 +418,7 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
             except Exception as exc:
                 if isinstance(exc, UnavailableError) or sink.is_outage(exc):
                     raise UnavailableError(f"consume: {urn} handler: {exc}") from exc
-                try:
-                    row, outcome, cause = _failure(part, i, env, attempts, exc)
-                except Exception as again:  # its retry or dead letter cannot be written
-                    row, outcome, cause = _unprocessable(part, i, again), DEAD_LETTERED, UNPROCESSABLE
+                row, outcome, cause = _failed(part, i, env, attempts, _raised(exc))
                 if outcome == RETRIED:
                     log.warning("consume: %s id=%s attempt %d failed (%s: %s); retrying",
                                 urn, env.id, attempts, type(exc).__name__, exc)
@@ -256,6 +426,9 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
                 done.labels[row.key] = (urn, outcome, cause)
                 continue
             done.counts[urn, HANDLED if claimed else DUPLICATE, "" if claimed else ALREADY_PROCESSED] += 1
+        for batches in rounds:
+            for urn, rows in batches.items():
+                _run_batch(part, sink, tx, urn, rows, outbound=outbound, done=done)
         # the same decision twice in the partition: the first one counts
         unique = list({o.key: o for o in reversed(outbound)}.values())[::-1]
         for key, n in Counter(o.key for o in outbound).items():

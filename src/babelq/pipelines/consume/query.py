@@ -90,8 +90,7 @@ def _ship_by_value(pipeline: Pipeline) -> None:
     executors would have to import."""
     from pyspark import cloudpickle
 
-    functions = [*pipeline.handlers.values(), *pipeline.setups]
-    for fn in functions:
+    for fn in pipeline.functions:
         name = getattr(fn, "__module__", None)
         module = sys.modules.get(name) if name else None
         if module is None or name == "__main__" or (name or "").split(".")[0] in ("babelq", "pyspark"):
@@ -259,8 +258,10 @@ def prepare_consume(
     if not isinstance(pipeline, Pipeline):
         got = type(pipeline).__name__
         raise ConfigurationError(f"pipeline: must be a babelq.pipelines.consume.Pipeline, got {got}")
-    if not pipeline.handlers:
-        raise ConfigurationError("pipeline: has no handler (decorate a function with @pipeline.handler(urn))")
+    if not pipeline.urns:
+        raise ConfigurationError(
+            "pipeline: has no handler (decorate a function with @pipeline.handler(urn) "
+            "or @pipeline.batch_handler(urn))")
     check_session_targets(spark, broker=url, ledger=sink, ledger_option="sink")
     register(spark)
     config = ConsumeConfig(url=url, queue=queue or pipeline.queue, sink=str(sink), pipeline=pipeline,

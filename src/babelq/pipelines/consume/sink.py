@@ -3,9 +3,11 @@
 A partition of a micro-batch is ONE transaction on the sink (:meth:`Sink.transaction`): each
 handler runs in a savepoint of it with a cursor (``tx``), after babelq claimed the message's id
 in ``<prefix>processed_ids`` inside the same savepoint; a handler that raises rolls back its own
-writes and the claim, nothing else. The partition's dead letters and retries are claimed in
-``<prefix>outbox`` (one row per message and attempt, :func:`~babelq.pipelines.ledger.outbox_key`)
-before the commit, published after it, then marked. So the user's rows, the processed ids and
+writes and the claim, nothing else (a batch handler: one savepoint for its batch, all of the
+batch's ids claimed in it, the claims of the rows it did not call done deleted after it). The
+partition's dead letters and retries are claimed in ``<prefix>outbox`` (one row per message
+and attempt, :func:`~babelq.pipelines.ledger.outbox_key`) before the commit, published after
+it, then marked. So the user's rows, the processed ids and
 the outbox commit or vanish together: a micro-batch delivered again after a crash finds its ids
 and its keys, and nothing lands twice.
 
@@ -110,6 +112,27 @@ class Sink(ABC):
         return bool(self._claim_returning(
             cursor, f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES ({m}, {m}) "
             "ON CONFLICT DO NOTHING RETURNING message_id", [(message_id, at)]))
+
+    def claim_ids(self, cursor: Any, message_ids: Sequence[str], at: int) -> set[str]:
+        """Claim ``message_ids`` (distinct) as processed, a few hundred per statement; the ones
+        that were not already (a batch handler's rows)."""
+        got: set[str] = set()
+        m = self.mark
+        for start in range(0, len(message_ids), 500):
+            chunk = message_ids[start : start + 500]
+            values = ", ".join([f"({m}, {m})"] * len(chunk))
+            cursor.execute(f"INSERT INTO {self.t_ids} (message_id, processed_at) VALUES {values} "
+                           "ON CONFLICT DO NOTHING RETURNING message_id",
+                           [v for mid in chunk for v in (mid, at)])
+            got.update(str(r[0]) for r in cursor.fetchall())
+        return got
+
+    def unclaim_ids(self, cursor: Any, message_ids: Sequence[str]) -> None:
+        """Take back claims made in this transaction (the rows a batch handler did not call done)."""
+        for start in range(0, len(message_ids), 500):
+            chunk = list(message_ids[start : start + 500])
+            marks = ", ".join([self.mark] * len(chunk))
+            cursor.execute(f"DELETE FROM {self.t_ids} WHERE message_id IN ({marks})", chunk)
 
     def processed_in(self, cursor: Any, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are processed, read in the transaction."""

@@ -52,7 +52,7 @@ POISON_REASON_PREFIX = "body "
 
 #: The columns :func:`classified` hands to the Python part, in this order.
 CLASSIFIED = (
-    "body", "rule", "id", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
+    "body", "rule", "id", "urn", "body_attempts", "attempts", "on_failure", "delay_ms", "reject_reason",
     "data_json", "trace_id", "correlation_id", "read_by", "now", "stored_at",
 )
 
@@ -167,6 +167,7 @@ class Classifier:
             "body",
             rule_column(now, urns).alias("rule"),
             "id",
+            "urn",  # which handler: a consume pipeline's batch handlers group by it without a decode
             "body_attempts",
             "attempts",
             sf.when(retried, sf.lit("retry")).otherwise(sf.lit(rules.MAX_ATTEMPTS)).alias("on_failure"),
