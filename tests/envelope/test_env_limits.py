@@ -128,8 +128,9 @@ def test_deep_bodies_behave_the_same_under_a_deep_caller(depth: int) -> None:
 
 @pytest.mark.parametrize("depth", [LIMIT - 1, LIMIT])
 def test_a_deep_body_the_standard_library_reads_stays_exact(depth: int) -> None:
-    """A 400-digit integer makes orjson refuse the body; the standard library reads it, deep or not."""
-    big = "9" * 400
+    """A 25-digit integer is one orjson widens to a float; the standard library reads it exactly,
+    deep or not (a 400-digit one, beyond a double, is poison: see below)."""
+    big = "9" * 25
     body = _body(depth, number=big)
     for frames in (0, 750):
         env = _at_stack_depth(frames, lambda: decode(body))
@@ -512,3 +513,24 @@ def test_the_depth_measure_on_json_texts(value: Any, wrap: int) -> None:
     expected = _reference_depth(data)
     assert nesting_depth(data) == expected
     assert too_deep(data) is (expected > LIMIT)
+
+
+@pytest.mark.parametrize("digits", [19, 20, 308, 309, 400, 4300])
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_integer_only_infinity_could_hold_is_poison_as_1e400_is(digits: int, sign: str) -> None:
+    """Seed 004, data rules: "Numbers. Integers must fit signed 64-bit"; every SDK reads a JSON
+    number as a double somewhere, and an integer literal beyond a double's range (309 digits and
+    more) is poison, as ``1e400`` is (the babelqueue package: "a number inside data must be a
+    finite double"). Shorter ones decode; ``make`` never writes one beyond 64 bits."""
+    from babelq.envelope import decode
+    from babelq.errors import DecodeError
+
+    literal = sign + "9" * digits
+    body = ('{"job":"urn:babel:a:b","trace_id":"t","data":{"n":' + literal + '},'
+            '"meta":{"schema_version":1},"attempts":0}').encode()  # fmt: skip
+    if digits < 309:
+        assert decode(body).accepts()
+        return
+    with pytest.raises(DecodeError) as info:
+        decode(body)
+    assert str(info.value).startswith("body is not usable JSON")

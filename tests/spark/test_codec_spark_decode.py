@@ -507,3 +507,16 @@ def test_the_urn_alias_counts_only_when_job_is_absent_on_every_path(
     rows = decode(df, **options).orderBy("n").collect()
     assert not _compare(rows)
     assert [r["urn"] for r in rows] == ["urn:babel:a:b", *["urn:babel:orders:created"] * 2, *[""] * 7]
+
+
+def test_an_integer_only_infinity_could_hold_is_poison_on_the_scanner_path(spark: Any) -> None:
+    """As in the core (tests/envelope/test_env_limits.py): 308 digits decode, 309 are poison."""
+    from babelq.spark.decode import decode
+
+    bodies = [_frame(data='{"n":' + sign + "9" * digits + "}")
+              for digits in (308, 309, 400) for sign in ("", "-")]  # fmt: skip
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(bodies)], "n int, body binary")
+    rows = decode(df, path_column="path").orderBy("n").collect()
+    assert not _compare(rows)
+    assert [r["accepted"] for r in rows] == [True, True, False, False, False, False]
+    assert all(r["reject_reason"].startswith("body is not usable JSON") for r in rows[2:])

@@ -22,7 +22,7 @@ def decode(body: bytes | bytearray | memoryview | str) -> Envelope:
     """Read an envelope from wire bytes (or text).
 
     Raises :class:`~babelq.errors.DecodeError` (and nothing else) when the body is not valid
-    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double), nested deeper than
+    UTF-8, not JSON (including NaN/Infinity and numbers beyond a double, integers too), nested deeper than
     :data:`~babelq.envelope.constants.MAX_DEPTH` levels, or not a JSON object: such a body is
     poison. A body that is an object but breaks the consumer rules decodes fine; check
     :meth:`Envelope.accepts`.

@@ -62,7 +62,20 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+def _finite_int(text: str) -> int:
+    value = int(text)
+    # a double's largest finite value has 309 digits: a shorter integer always fits one
+    if len(text) >= 309:
+        try:
+            float(value)
+        except OverflowError:
+            raise _UnreadableError(f"number {text[:40]}... is outside the range of a 64-bit float") from None
+    return value
+
+
+# An integer only infinity could hold is poison as 1e400 is: every SDK reads JSON numbers as
+# doubles somewhere, and the babelqueue package calls such a body poison.
+_std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_int=_finite_int, parse_constant=_no_constant)
 
 
 class TooDeepError(ValueError):

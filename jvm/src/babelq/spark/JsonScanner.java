@@ -342,6 +342,11 @@ final class JsonScanner {
       if (intDigits > PYTHON_INT_DIGITS) {
         throw NOT_JSON;
       }
+      // an integer only infinity could hold is poison to the core, as 1e400 is
+      if (intDigits > 308 && Double.isInfinite(
+          Double.parseDouble(new String(b, start, pos - start, StandardCharsets.ISO_8859_1)))) {
+        throw NOT_USABLE;
+      }
       return INTEGER;
     }
     // Only an exponent or more than 308 integer digits can reach infinity, which the core refuses.
