@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.consume.api import FILE_COLUMNS, check_table_name
 from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink, open_sink
+from babelq.pipelines.failpoints import failpoint
 from babelq.urls import redact
 
 log = logging.getLogger(__name__)
@@ -372,6 +373,8 @@ class FilesSink(Sink):
                            f"created_at) VALUES ({m}, {m}, {m}, {m}, {m}, {m})",
                            (item.staged, item.final, table, self.batch_id, data.num_rows, at))
             staged.append(item)
+        if staged:
+            failpoint("consume.files_staged")
         return staged
 
     # -- after the commit -----------------------------------------------------------------------
