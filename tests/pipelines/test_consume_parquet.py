@@ -23,7 +23,7 @@ import pytest
 from babelq.envelope import make
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.consume import Pipeline, consume, load_pipeline
-from babelq.pipelines.consume.files import STAGING, FilesSink, files_target
+from babelq.pipelines.consume.files import STAGING, FilesSink, check_files_cluster, files_target
 from babelq.pipelines.consume.partition import ConsumeConfig, consume_partition
 from babelq.pipelines.consume.sink import open_sink
 from babelq.pipelines.settle.partition import READ_BY, SECONDS
@@ -288,4 +288,15 @@ def test_files_sink_urls() -> None:
             files_target(bad)
     with pytest.raises(ConfigurationError, match="does not exist"):
         open_sink("parquet:///no/such/parent/shop")
+
+
+def test_a_cluster_needs_a_shared_absolute_directory_and_the_state_in_postgresql() -> None:
+    master = "spark://10.0.0.5:7077"
+    with pytest.raises(ConfigurationError, match=r"local mode only.*\?state=postgresql"):
+        check_files_cluster(master, "parquet:///shared/shop")
+    with pytest.raises(ConfigurationError, match="relative directory"):
+        check_files_cluster(master, f"parquet://shop?state={POSTGRES}")
+    check_files_cluster(master, f"parquet:///shared/shop?state={POSTGRES}")
+    check_files_cluster("local[2]", "parquet://shop")
+    check_files_cluster(master, "sqlite:///x.db")  # not a files sink: the SQL sinks' own check
 
