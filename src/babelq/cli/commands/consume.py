@@ -57,11 +57,14 @@ def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
     from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
+    from babelq.pipelines.consume.files import check_files_cluster
     from babelq.pipelines.consume.metrics import serve_consume_metrics
     from babelq.pipelines.consume.sink import open_sink
+    from babelq.spark.session import explicit_master
 
     url = required_broker_url(args)
-    check_before_spark(args, broker=url, ledger=args.sink)
+    conf = check_before_spark(args, broker=url, ledger=args.sink)
+    check_files_cluster(explicit_master(args.master, conf), args.sink)  # a named master: before Spark starts
     if args.batch is not None and args.batch < 1:
         raise ConfigurationError(f"--batch: must be at least 1, got {args.batch}")
     if args.trigger is not None and args.trigger <= 0:
