@@ -18,6 +18,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PYTHON_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py"))
 #: arguments an example needs to stay small (the payments pipeline's row count)
 ARGS = {"payments_pipeline.py": ["300"]}
+#: the examples that start Spark
+SPARK_EXAMPLES = ("payments_pipeline.py", "orders_pipeline.py", "orders_parquet_pipeline.py")
 
 
 def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -36,7 +38,7 @@ def test_the_list_of_examples_is_not_empty() -> None:
 
 @pytest.mark.parametrize("name", PYTHON_EXAMPLES)
 def test_python_example_runs(name: str, tmp_path: Path) -> None:
-    timeout = 240 if name in ("payments_pipeline.py", "orders_pipeline.py") else 90  # the two start Spark
+    timeout = 240 if name in SPARK_EXAMPLES else 90
     done = _run([sys.executable, str(EXAMPLES / name), *ARGS.get(name, [])], tmp_path, timeout)
     tail = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.returncode == 0, f"{name} exited {done.returncode}\n{tail}"

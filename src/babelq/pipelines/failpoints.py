@@ -19,7 +19,8 @@ creates ``<path>`` first, so the task's retry runs through.
 
 The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish`` (in the tasks),
 ``settle.after_batch_ack`` (in the driver: settle acked a micro-batch, Spark has not committed it);
-``consume.after_sink_commit`` and ``consume.after_outbox_publish`` (in ``babelq consume``'s tasks).
+``consume.after_sink_commit`` and ``consume.after_outbox_publish`` (in ``babelq consume``'s tasks),
+``consume.files_staged`` (a files sink's files written in staging, the transaction not committed).
 """
 
 from __future__ import annotations

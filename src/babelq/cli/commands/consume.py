@@ -1,4 +1,5 @@
-"""``babelq consume``: run your own pipeline (handlers per URN) with Spark into your SQL database."""
+"""``babelq consume``: run your own pipeline (handlers per URN) with Spark into your SQL database
+or into Parquet/ORC files."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "consume",
-        help="run your pipeline's handlers over a queue into your SQL database, each message once",
+        help="run your pipeline's handlers over a queue into your SQL database or Parquet files, "
+             "each message once",
         description="Run a babelq.pipelines.consume.Pipeline as a Spark streaming query: each handler's "
         "writes commit in the sink with the message's processed id, failures are retried then "
         "dead-lettered to <queue>.dlq, poison, expired and unknown messages follow the consume rules.",
@@ -26,7 +28,9 @@ def register(subparsers: Subparsers) -> None:
                              "(default: pipeline)")
     broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--sink", required=True, metavar="URL",
-                        help="the database the handlers write to: sqlite:///path.db or postgresql://...")
+                        help="where the handlers write: a database (sqlite:///path.db, postgresql://...) "
+                             "or a directory of tables of files (parquet:///dir, orc:///dir; "
+                             "?state=postgresql://... keeps babelq's state there)")
     parser.add_argument("--checkpoint", required=True,
                         help="Spark checkpoint directory (keep it between runs)")
     parser.add_argument("--queue", default=None, help="queue (default: the pipeline's)")
@@ -53,11 +57,14 @@ def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
     from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
+    from babelq.pipelines.consume.files import check_files_cluster
     from babelq.pipelines.consume.metrics import serve_consume_metrics
     from babelq.pipelines.consume.sink import open_sink
+    from babelq.spark.session import explicit_master
 
     url = required_broker_url(args)
-    check_before_spark(args, broker=url, ledger=args.sink)
+    conf = check_before_spark(args, broker=url, ledger=args.sink)
+    check_files_cluster(explicit_master(args.master, conf), args.sink)  # a named master: before Spark starts
     if args.batch is not None and args.batch < 1:
         raise ConfigurationError(f"--batch: must be at least 1, got {args.batch}")
     if args.trigger is not None and args.trigger <= 0:

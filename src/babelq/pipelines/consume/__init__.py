@@ -19,6 +19,8 @@ Run it with ``babelq consume --app module:pipeline --broker URL --sink URL --che
 * :mod:`~babelq.pipelines.consume.api`: :class:`Pipeline`, :class:`Message`, :func:`marks`, a batch
   handler's :class:`Verdict` per row (:data:`DONE`, :func:`retry`, :func:`dead_letter`, :func:`unavailable`);
 * :mod:`~babelq.pipelines.consume.sink`: the sink database, babelq's processed ids and outbox in it;
+* :mod:`~babelq.pipelines.consume.files`: a files sink (``parquet:///dir``): rows appended to
+  tables of files, the processed ids and outbox in a state database beside them;
 * :mod:`~babelq.pipelines.consume.partition`: one partition of a micro-batch, one sink transaction;
 * :mod:`~babelq.pipelines.consume.query`: the streaming query (:func:`consume`);
 * :mod:`~babelq.pipelines.consume.loader`: ``MODULE:ATTR`` to a pipeline (the command's ``--app``).

@@ -26,6 +26,7 @@ Its writes are all or nothing for the batch: write only the effects of the rows 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -41,6 +42,19 @@ Handler = Callable[["Message", Any], object]
 BatchHandler = Callable[[Any, Any], "Sequence[Verdict | None] | None"]
 #: A setup hook: runs once per run on a cursor of the sink, in a transaction of its own (DDL).
 Setup = Callable[[Any], object]
+
+#: The columns babelq adds to every row a files sink appends: the message's ``meta.id`` and the
+#: micro-batch that committed the row (:meth:`Pipeline.table`).
+FILE_COLUMNS = ("meta_id", "batch_id")
+_TABLE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}\Z")
+
+
+def check_table_name(name: object) -> str:
+    """A files sink's table name: a directory readers do not skip (no leading ``_`` or ``.``)."""
+    if not isinstance(name, str) or not _TABLE.match(name):
+        raise ConfigurationError(
+            f"table {name!r}: must start with a letter and hold only letters, digits and _")
+    return name
 
 
 class Message:
@@ -171,6 +185,8 @@ class Pipeline:
         self.pandas_urns: set[str] = set()
         self.schemas: dict[str, Mapping[str, Any] | bool] = {}
         self.setups: list[Setup] = []
+        #: files sinks: the declared schema (a ``pyarrow.Schema``) of each table
+        self.tables: dict[str, Any] = {}
         self._registry: Any = None
 
     def handler(
@@ -249,6 +265,24 @@ class Pipeline:
             raise ConfigurationError(f"setup: must be callable, got {type(fn).__name__}")
         self.setups.append(fn)
         return fn
+
+    def table(self, name: str, schema: Any) -> None:
+        """Declare the columns of ``name``, a table of a files sink (``parquet://``): a
+        ``pyarrow.Schema``. Every file of the table then has these columns, in this order, with
+        babelq's ``meta_id`` and ``batch_id`` after them: rows missing a column get nulls, a
+        value is cast to its column's type, a column the schema lacks fails the append. An
+        undeclared table takes each file's columns from its rows."""
+        import pyarrow as pa
+
+        check_table_name(name)
+        if not isinstance(schema, pa.Schema):
+            got = type(schema).__name__
+            raise ConfigurationError(f"table {name!r}: schema must be a pyarrow.Schema, got {got}")
+        taken = [column for column in FILE_COLUMNS if column in schema.names]
+        if taken:
+            raise ConfigurationError(
+                f"table {name!r}: {', '.join(taken)} is babelq's column, added to every row")
+        self.tables[name] = schema
 
     @property
     def urns(self) -> tuple[str, ...]:

@@ -307,13 +307,16 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
             claimed = sink.claim_ids(tx, ids, part.now)
             fresh = [row for row, mid in zip(rows, ids, strict=True) if mid in claimed]
             if fresh:
-                verdicts = _verdicts(handler(_batch(part, urn, fresh), tx), len(fresh), urn)
+                shown = [part.rows.columns["id"][i] or "" for i, _ in fresh]  # the batch's meta_id column
+                view = sink.view(tx, shown, per_message=False)
+                verdicts = _verdicts(handler(_batch(part, urn, fresh), view), len(fresh), urn)
                 down = next((v for v in verdicts if v.kind == "unavailable"), None)
                 if down is not None:
                     raise UnavailableError(str(down.reason))
                 failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True) if v.kind != "done"]
                 if failed:
                     sink.unclaim_ids(tx, failed)
+                sink.keep_rows(view, {m for m, v in zip(shown, verdicts, strict=True) if v.kind == "done"})
     except Exception as exc:
         if isinstance(exc, UnavailableError) or sink.is_outage(exc):
             raise UnavailableError(f"consume: {urn} batch handler: {exc}") from exc
@@ -414,7 +417,7 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
                 with sink.savepoint():
                     claimed = sink.claim_id(tx, _message_id(part, i), at)
                     if claimed:
-                        handler(Message(env, attempts, queue), tx)
+                        handler(Message(env, attempts, queue), sink.view(tx, [env.id], per_message=True))
             except Exception as exc:
                 if isinstance(exc, UnavailableError) or sink.is_outage(exc):
                     raise UnavailableError(f"consume: {urn} handler: {exc}") from exc
@@ -483,10 +486,12 @@ def publish_outbox(url: str, sink: Sink, rows: Sequence[Outbound]) -> int:
     return publish_outbound(url, sink, rows, after_publish="consume.after_outbox_publish")
 
 
-def consume_partition(batches: Iterator[Any], config: ConsumeConfig) -> Iterator[Any]:
-    """Consume one partition of a classified micro-batch; yields one Arrow batch of
+def consume_partition(batches: Iterator[Any], config: ConsumeConfig, batch_id: int | None = None
+                      ) -> Iterator[Any]:
+    """Consume one partition of micro-batch ``batch_id`` (classified); yields one Arrow batch of
     :data:`OUTCOME_SCHEMA` (outcome :data:`~babelq.pipelines.settle.partition.SECONDS`: a phase's
-    microseconds; :data:`~babelq.pipelines.settle.partition.READ_BY`: messages per reading process)."""
+    microseconds; :data:`~babelq.pipelines.settle.partition.READ_BY`: messages per reading process).
+    A files sink writes the batch id beside every row it appends."""
     clock = _Clock()
     rows = _Rows(batches)
     clock.lap("read")
@@ -495,11 +500,13 @@ def consume_partition(batches: Iterator[Any], config: ConsumeConfig) -> Iterator
     if rows.count:
         sink = open_sink(config.sink, prefix=config.prefix)
         try:
+            sink.bind(config.pipeline.tables, batch_id)
             candidates = _decide(part, sink)
             clock.lap("decide")
             done = sink.through_outages(lambda: _transaction(part, sink, candidates))
             clock.lap("handle")  # the handlers and the commit, waiting for the sink's lock included
             failpoint("consume.after_sink_commit")
+            sink.publish_committed()  # a files sink's files, into their tables
             publish_outbox(config.url, sink, done.outbound)
             clock.lap("publish")
         finally:

@@ -102,6 +102,7 @@ def _flush_outbox(config: ConsumeConfig) -> int:
     """Publish the outbox rows a crashed run or a killed task committed but did not publish."""
     sink = open_sink(config.sink, prefix=config.prefix)
     try:
+        sink.flush_committed()  # a files sink's committed files a crash left in staging
         total = 0
         while rows := sink.pending_outbox():
             total += publish_outbox(config.url, sink, rows)
@@ -114,11 +115,12 @@ def _flush_outbox(config: ConsumeConfig) -> int:
 
 def consume_frame(df: Any, config: ConsumeConfig, classifier: Classifier, *, now: int | None = None,
                   seconds: dict[str, float] | None = None, readers: dict[str, int] | None = None,
-                  ) -> dict[tuple[str, str, str], int]:
-    """Run the pipeline over the decoded rows of ``df`` (one Spark action); returns the messages
-    per (URN, outcome, cause)."""
+                  batch_id: int | None = None) -> dict[tuple[str, str, str], int]:
+    """Run the pipeline over the decoded rows of ``df`` (one Spark action, micro-batch
+    ``batch_id``); returns the messages per (URN, outcome, cause)."""
     rows = classifier(df, now)
-    outcomes = rows.mapInArrow(partial(consume_partition, config=config), OUTCOME_SCHEMA).collect()
+    body = partial(consume_partition, config=config, batch_id=batch_id)
+    outcomes = rows.mapInArrow(body, OUTCOME_SCHEMA).collect()
     counts: dict[tuple[str, str, str], int] = {}
     for r in outcomes:
         if r["outcome"] == SECONDS:
@@ -140,7 +142,7 @@ def _process_batch(df: Any, batch_id: int, *, config: ConsumeConfig, classifier:
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     readers: dict[str, int] = {}
-    counts = consume_frame(df, config, classifier, seconds=seconds, readers=readers)
+    counts = consume_frame(df, config, classifier, seconds=seconds, readers=readers, batch_id=batch_id)
     stats.record_batch(counts, seconds, readers)
     n = sum(counts.values())
     if n:
@@ -252,7 +254,8 @@ def prepare_consume(
     visibility_timeout: float = 300.0,
 ) -> ConsumeQuery:
     """Everything :func:`consume` does before its query starts (its arguments)."""
-    from babelq.pipelines.cluster_checks import check_session_targets
+    from babelq.pipelines.cluster_checks import check_session_targets, session_master
+    from babelq.pipelines.consume.files import check_files_cluster
     from babelq.spark.datasource import register
 
     if not isinstance(pipeline, Pipeline):
@@ -263,6 +266,7 @@ def prepare_consume(
             "pipeline: has no handler (decorate a function with @pipeline.handler(urn) "
             "or @pipeline.batch_handler(urn))")
     check_session_targets(spark, broker=url, ledger=sink, ledger_option="sink")
+    check_files_cluster(session_master(spark), str(sink))
     register(spark)
     config = ConsumeConfig(url=url, queue=queue or pipeline.queue, sink=str(sink), pipeline=pipeline,
                            prefix=prefix, max_attempts=pipeline.max_attempts,

@@ -25,7 +25,7 @@ import re
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,6 +95,28 @@ class Sink(ABC):
         if conn is not None:
             conn.close()
             self.conn = None
+
+    # -- what a handler writes through (a files sink overrides these) ------------------------
+    def bind(self, tables: Mapping[str, Any], batch_id: int | None) -> None:
+        """The pipeline's declared tables and the micro-batch this partition belongs to."""
+        return
+
+    def view(self, cursor: Any, ids: Sequence[str], *, per_message: bool) -> Any:
+        """What a handler gets as ``tx`` for the messages ``ids`` (their ``meta.id``): the cursor."""
+        return cursor
+
+    def keep_rows(self, view: Any, done: set[str]) -> None:
+        """After a batch handler: keep only the rows of the messages called done. A database
+        cannot tell one row's writes from another's, so here nothing changes."""
+        return
+
+    def publish_committed(self) -> int:
+        """After the commit: make what this sink committed visible to readers; how many units."""
+        return 0
+
+    def flush_committed(self) -> int:
+        """Before and after a run: what a crash left committed but unpublished, published."""
+        return 0
 
     def _ddl(self, integer: str, blob: str, keyed: str) -> list[str]:
         return [
@@ -374,15 +396,21 @@ class PostgresSink(Sink):
 
 
 def open_sink(target: str | Path, *, prefix: str = DEFAULT_PREFIX) -> Sink:
-    """A sink from ``sqlite:///path`` (or a file path) or ``postgresql://`` URL."""
+    """A sink from ``sqlite:///path`` (or a file path) or ``postgresql://`` URL, or a files sink
+    (``parquet:///dir``, ``orc:///dir``: :mod:`babelq.pipelines.consume.files`)."""
     text = str(target)
     if is_postgres(text):
         return PostgresSink(text, prefix=prefix)
+    from babelq.pipelines.consume.files import files_target, open_files_sink
+
+    if files_target(text) is not None:
+        return open_files_sink(text, prefix=prefix)
     try:
         path = ledger_path(text)
     except ConfigurationError:
         raise ConfigurationError(
-            f"--sink: unsupported URL {redact(text)!r} (sqlite:///path.db or postgresql://...)") from None
+            f"--sink: unsupported URL {redact(text)!r} (sqlite:///path.db, postgresql://... "
+            "or parquet:///dir)") from None
     if not path:
         raise ConfigurationError(f"--sink: {redact(text)!r} names no file")
     return SQLiteSink(str(path), prefix=prefix)
