@@ -108,6 +108,7 @@ _SECOND_SESSION = frozenset({
     "tests/outbox/test_outbox_ingest.py",
     "tests/pipelines/test_settle_crash.py",
     "tests/pipelines/test_ingest_rerun.py",
+    "tests/pipelines/test_consume_crash.py",
 })
 
 

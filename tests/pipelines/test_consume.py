@@ -235,3 +235,53 @@ def test_failures_into_postgres_retry_then_dlq_permanent_at_once_outage_never_th
     assert set(dead) == {"max_attempts", "blocked", "schema"}
     assert dead["max_attempts"]["attempts"] == 3 and dead["max_attempts"]["exception"] == "ValueError"
     assert dead["blocked"]["attempts"] == 0 and dead["blocked"]["error"] == "this customer is blocked"
+
+
+PARQUET_EXAMPLE = EXAMPLE.with_name("orders_parquet_pipeline.py")
+
+
+@pytest.mark.parametrize("route", ["redis-postgres", "amqp-parquet"])
+def test_the_orders_example_on_a_real_broker_reconciles_in_postgres_and_parquet(
+    spark: Any, tmp_path: Path, unique_queue: str, pg_schema: str, route: str
+) -> None:
+    """The orders pipeline as a user runs it: orders from both SDKs on Redis or RabbitMQ, into
+    PostgreSQL or Parquet. Rows = distinct order ids = handled messages; each bad one on the DLQ
+    once; nothing left on the queue."""
+    from conftest import require_service
+
+    broker, sink_kind = route.split("-")
+    host, port = require_service("redis" if broker == "redis" else "rabbitmq")
+    url = f"redis://{host}:{port}/15" if broker == "redis" else f"amqp://guest:guest@{host}:{port}/%2F"
+    queue = unique_queue
+    if sink_kind == "postgres":
+        app, sink = EXAMPLE, f"{POSTGRES}?options=-csearch_path%3D{pg_schema}"
+    else:
+        app, sink = PARQUET_EXAMPLE, f"parquet://{tmp_path}/shop"
+    _publish_orders(url, queue, 1, 40)
+    bad = [make(URN, {"order_id": "x", "currency": "AUD"}, queue=queue).encode(), b"{not json"]
+    transport = open_transport(url)
+    try:
+        transport.publish_many(queue, [Outgoing(b) for b in bad])
+        run = consume(spark, load_pipeline(f"{app}:pipeline"), url=url, sink=sink, queue=queue,
+                      checkpoint=tmp_path / "ck", timeout=240)
+        assert run.drained
+        assert run.stats.by_urn[URN, "handled", ""] == 40
+        assert run.stats.count("dead_lettered") == 2
+        if sink_kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(sink) as conn:
+                rows, distinct = conn.execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT order_id) FROM orders").fetchone()
+        else:
+            orders = spark.read.parquet(f"{tmp_path}/shop/orders")
+            rows, distinct = orders.count(), orders.select("order_id").distinct().count()
+        assert rows == distinct == 40
+        dead = transport.reserve(f"{queue}.dlq", max_messages=10, timeout=2.0)
+        assert len(dead) == 2
+        transport.ack_many(dead)
+        assert transport.size(queue) == 0
+    finally:
+        for name in (queue, f"{queue}.dlq"):
+            transport.purge(name)
+        transport.close()
