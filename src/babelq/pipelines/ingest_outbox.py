@@ -27,6 +27,7 @@ from babelq.errors import ConfigurationError
 from babelq.outbox import DEFAULT_TABLE, Outbox, init_schema
 from babelq.outbox.schema import check_table, dialect_of
 from babelq.outbox.target import close_quietly, connect
+from babelq.pipelines.batch_runs import default_batch_id
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
 from babelq.pipelines.ingest import (
     DEFAULT_QUEUE,
@@ -107,7 +108,7 @@ def plan_staging(
     """Check ``source``, hash it, name its batch and look it up in the outbox's batch records."""
     path = check_source(source)
     digest = file_digest(path)
-    batch = batch_id or f"bulk_{digest[:16]}"
+    batch = batch_id or default_batch_id(digest)
     if not batch.strip() or "\n" in batch:
         raise ConfigurationError(f"--batch-id: {batch!r} must be a non-empty single line")
     conn, mark = _open(outbox_url, table)
@@ -174,7 +175,7 @@ def _stage(
         rejected = sum(by_reason.values())
         rejects = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), path, header_fields(bulk),
                                      by_reason.get(FIELD_COUNT_MISMATCH, 0))
-        write_rejects(rejects, str(rejects_path), rejects_format)
+        write_rejects(rejects, str(rejects_path), rejects_format, drop=("amount",))
         bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
         outbox = Outbox(table=table)
         staged = 0
