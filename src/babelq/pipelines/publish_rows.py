@@ -108,7 +108,7 @@ def _shown(value: Any) -> Any:
 _NUMBER = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 
-def _cell(name: str, kind: str) -> tuple[Any, Any]:
+def cell_value(name: str, kind: str) -> tuple[Any, Any]:
     """(the value, the error or null) of the text cell ``name`` read as the JSON type ``kind``."""
     from pyspark.sql import functions as sf
 
@@ -142,7 +142,7 @@ def _csv_rows(spark: Any, source: str, declared: Mapping[str, str]) -> Any:
         raise ConfigurationError(
             f"{source}: the schema declares {', '.join(nested)} an object or array, which a CSV cell cannot "
             "hold; publish such data from JSON lines or Parquet")
-    cells = [_cell(n, declared.get(n, "string")) for n in names]
+    cells = [cell_value(n, declared.get(n, "string")) for n in names]
     errors = [e for _, e in cells if e is not None]
     record = sf.col(CSV_RECORD) if CSV_RECORD in bulk.columns else None
     # the cells as written go with a rejected row, whatever its values were read as

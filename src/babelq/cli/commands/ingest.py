@@ -23,7 +23,7 @@ from babelq.cli.spark_options import (
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
-    from babelq.pipelines.ingest import IngestResult
+    from babelq.pipelines.batch_runs import BatchResult
 
 
 def register(subparsers: Subparsers) -> None:
@@ -109,9 +109,10 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def summary(result: IngestResult, queue: str) -> list[str]:
-    """What the run did, in the words an operator needs."""
-    from babelq.pipelines.ingest import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
+def summary(result: BatchResult, queue: str, consumer: str = "consumers") -> list[str]:
+    """What the run did, in the words an operator needs; ``consumer`` names who drops the copies
+    of a resumed or republished batch."""
+    from babelq.pipelines.batch_runs import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
 
     before = result.previous
     if result.status == ALREADY_PUBLISHED and before is not None:
@@ -127,10 +128,11 @@ def summary(result: IngestResult, queue: str) -> list[str]:
     if result.status == RESUMED and before is not None:
         lines.append(
             f"  resumed: the run started at {_when(before.started_at)} was interrupted; the whole batch was "
-            "published again with the same meta.ids, and settle drops the copies"
+            f"published again with the same meta.ids, and {consumer} drop the copies"
         )
     elif result.status == REPUBLISHED:
-        lines.append("  republished on request: same meta.ids; settle drops copies of what it already posted")
+        lines.append(f"  republished on request: same meta.ids; {consumer} drop copies of what they "
+                     "handled before")
     lines += [f"  {reason}: {n:,}" for reason, n in sorted(result.rejected_by_reason.items())]
     return lines
 
