@@ -36,7 +36,8 @@ def test_the_list_of_examples_is_not_empty() -> None:
 
 @pytest.mark.parametrize("name", PYTHON_EXAMPLES)
 def test_python_example_runs(name: str, tmp_path: Path) -> None:
-    timeout = 240 if name in ("payments_pipeline.py", "orders_pipeline.py") else 90  # the two start Spark
+    spark = ("payments_pipeline.py", "orders_pipeline.py", "publish_orders.py")
+    timeout = 240 if name in spark else 90  # these start Spark
     done = _run([sys.executable, str(EXAMPLES / name), *ARGS.get(name, [])], tmp_path, timeout)
     tail = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.returncode == 0, f"{name} exited {done.returncode}\n{tail}"

@@ -42,7 +42,7 @@ def register(subparsers: Subparsers) -> None:
                         help="the URN of every envelope, e.g. urn:babel:orders:created")
     broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="default",
-                        help="meta.queue and the queue published to (default: default, as babelq encode)")
+                        help="meta.queue and the queue published to, as babelq encode's (default: default)")
     parser.add_argument("--schema", metavar="PATH",
                         help="the JSON Schema of the data: a schema file, a file mapping URNs to schemas "
                         "or a directory of them (default: none, every row that is a JSON object is valid)")
