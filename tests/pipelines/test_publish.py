@@ -126,6 +126,7 @@ def test_json_lines_keep_their_types_and_a_declared_type_is_checked(
         "{not json",
         '{"order_id": "J3", "qty": 1, "gift": "true"}',
         '{"order_id": "J4", "qty": 7, "note": null}',
+        '{"order_id": "J5", "qty": 12345678901234567890}',
     ]
     source = tmp_path / "orders.jsonl"
     source.write_text("\n".join(rows) + "\n")
@@ -133,8 +134,8 @@ def test_json_lines_keep_their_types_and_a_declared_type_is_checked(
     result = publish(spark, source, PublishSpec(URN, ORDER), url=url, queue=unique_queue,
                      rejects_path=tmp_path / "rejects", rejects_format="csv")
 
-    assert (result.rows_in, result.published, result.rejected) == (6, 2, 4)
-    assert result.rejected_by_reason == {"not_a_json_object": 2, "type_mismatch": 2}
+    assert (result.rows_in, result.published, result.rejected) == (7, 2, 5)
+    assert result.rejected_by_reason == {"not_a_json_object": 2, "type_mismatch": 3}
     envelopes = {e.data["order_id"]: e for e in _published(url, unique_queue)}
     assert envelopes["J1"].data == {"order_id": "J1", "qty": 2, "price": 3.0, "tags": ["a", "b"],
                                     "ship": {"city": "Perth"}}
@@ -153,25 +154,33 @@ def test_json_lines_keep_their_types_and_a_declared_type_is_checked(
         rows[3]: "not a JSON object",
         rows[4]: "not JSON",
         rows[5]: """$.gift: "true" is not of type 'boolean'""",
+        rows[7]: "$.qty: 12345678901234567890 is outside the 64-bit integer range",
     }
 
 
-def test_parquet_keeps_its_types_and_without_a_schema_every_row_is_published(
+def test_parquet_keeps_its_types_and_without_a_schema_every_row_is_published_to_redis(
     spark: Any, tmp_path: Path, unique_queue: str
 ) -> None:
     from babelq.pipelines.publish import PublishSpec, publish
+    from conftest import require_service
 
+    require_service("redis")
     source = tmp_path / "orders.parquet"
     spark.createDataFrame(
         [(1, "P1", 2.5, True, None), (2, "P2", None, False, ["x"])],
         "id long, name string, amount double, paid boolean, tags array<string>",
     ).coalesce(1).write.parquet(str(source))
-    url = f"sqlite://{tmp_path}/q.db"
-    result = publish(spark, source, PublishSpec(URN, id_column="id"), url=url, queue=unique_queue,
-                     rejects_path=tmp_path / "rejects")
+    url = "redis://127.0.0.1:6379/15"
+    try:
+        result = publish(spark, source, PublishSpec(URN, id_column="id"), url=url, queue=unique_queue,
+                         rejects_path=tmp_path / "rejects")
+        envelopes = sorted(_published(url, unique_queue), key=lambda e: e.data["id"])
+    finally:
+        transport = open_transport(url)
+        transport.purge(unique_queue)
+        transport.close()
 
     assert (result.rows_in, result.published, result.rejected) == (2, 2, 0)
-    envelopes = sorted(_published(url, unique_queue), key=lambda e: e.data["id"])
     assert [e.data for e in envelopes] == [
         {"id": 1, "name": "P1", "amount": 2.5, "paid": True},
         {"id": 2, "name": "P2", "paid": False, "tags": ["x"]},
@@ -243,3 +252,31 @@ def test_a_schema_is_read_from_a_file_or_a_registry_of_urns(tmp_path: Path) -> N
     members = {"a": {"type": ["integer", "null"]}, "b": {"type": ["string", "integer"]},
                "c": {"type": "object"}}
     assert declared_types({"properties": members}) == {"a": "integer", "c": "object"}
+
+
+def test_the_command_publishes_once_and_says_so_the_second_time(
+    spark: Any, tmp_path: Path, unique_queue: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from babelq.cli.main import main
+
+    source = tmp_path / "events.ndjson"
+    source.write_text('{"event": "signup", "user": 1}\n{"event": "login", "user": 1}\n"just text"\n')
+    url = f"sqlite://{tmp_path}/q.db"
+    args = ["publish", str(source), "--urn", "urn:babel:users:event", "--broker", url, "--queue",
+            unique_queue, "--rejects", str(tmp_path / "rejects"), "--progress", "none",
+            "--master", "local[2]"]
+
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("batch bulk_") and out[0].endswith(
+        f": 3 rows, 2 published to {unique_queue}, 1 rejected -> {tmp_path / 'rejects'}")
+    assert out[1:] == ["  not_a_json_object: 1"]
+    assert (tmp_path / "publish-journal.db").is_file()
+    # the command took the test session (getOrCreate) rather than starting a second one
+    assert spark.sparkContext._jsc is not None and type(spark).getActiveSession() is spark
+
+    assert main(args) == 0
+    [again] = capsys.readouterr().out.splitlines()
+    assert "was already published at" in again
+    assert "(2 envelopes to the broker); nothing published now" in again
+    assert sorted(e.data["event"] for e in _published(url, unique_queue)) == ["login", "signup"]

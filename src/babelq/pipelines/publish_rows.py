@@ -158,22 +158,29 @@ _KINDS = {
     "boolean": ("BOOLEAN",),
     "string": ("STRING",),
 }
-_SPARK_TYPES = {"integer": "bigint", "number": "double", "boolean": "boolean", "string": "string"}
+
+def _spark_type(kind: str) -> Any:
+    """The Spark type of a member declared ``kind`` (one of :data:`_KINDS`)."""
+    from pyspark.sql import types as stypes
+
+    types = {"integer": stypes.LongType, "number": stypes.DoubleType, "boolean": stypes.BooleanType,
+             "string": stypes.StringType}
+    return types[kind]()
 
 
 def _json_rows(spark: Any, source: str, declared: Mapping[str, str]) -> Any:
     from pyspark.sql import functions as sf
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+    from pyspark.sql.types import StructField, StructType
 
     inferred = spark.read.json(source).schema
     fields = {f.name: f for f in inferred.fields if f.name != "_corrupt_record"}
-    typed = {n: k for n, k in declared.items() if k in _SPARK_TYPES}
+    typed = {n: k for n, k in declared.items() if k in _KINDS}
     for name in typed:
         if "'" in name or "\\" in name:
             raise ConfigurationError(f"--schema: the member name {name!r} holds a quote or a backslash, "
                                      "which the JSON lines type check cannot name")
     for name, kind in typed.items():
-        fields[name] = StructField(name, _parse_datatype_string(_SPARK_TYPES[kind]))
+        fields[name] = StructField(name, _spark_type(kind))
     struct = StructType(list(fields.values()))
     _check_names(list(fields), source)
     lines = spark.read.text(source).withColumnRenamed("value", "_line")
@@ -185,10 +192,15 @@ def _json_rows(spark: Any, source: str, declared: Mapping[str, str]) -> Any:
     errors = []
     for name, kind in typed.items():
         member = sf.variant_get(variant, f"$['{name}']", "variant")
-        found = sf.regexp_extract(sf.schema_of_variant(member), r"^[A-Z]+", 0)
+        shape_of = sf.schema_of_variant(member)
+        found = sf.regexp_extract(shape_of, r"^[A-Z]+", 0)
         fits = member.isNull() | found.isin("VOID", *_KINDS[kind])
+        # an integer too long for 64 bits is a whole decimal to the parser: say so, not "not an integer"
+        too_long = shape_of.endswith(",0)") if kind == "integer" else sf.lit(False)
+        problem = sf.when(too_long, sf.lit(" is outside the 64-bit integer range")).otherwise(
+            sf.lit(f" is not of type '{kind}'"))
         errors.append(sf.when(~fits, sf.concat(sf.lit(f"${key_segment(name)}: "), _shown(sf.to_json(member)),
-                                               sf.lit(f" is not of type '{kind}'"))))
+                                               problem)))
     parsed = sf.from_json(sf.col("_line"), struct)
     data_cols = [parsed.getField(f.name).alias(f.name) for f in struct.fields]
     df = lines.select("_line")

@@ -109,9 +109,13 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def summary(result: BatchResult, queue: str, consumer: str = "consumers") -> list[str]:
-    """What the run did, in the words an operator needs; ``consumer`` names who drops the copies
-    of a resumed or republished batch."""
+#: who drops the copies of a batch published again: (after a resume, after a republish)
+SETTLE_DROPS = ("settle drops the copies", "settle drops copies of what it already posted")
+
+
+def summary(result: BatchResult, queue: str, drops: tuple[str, str] = SETTLE_DROPS) -> list[str]:
+    """What the run did, in the words an operator needs; ``drops`` says who drops the copies of a
+    resumed and of a republished batch."""
     from babelq.pipelines.batch_runs import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
 
     before = result.previous
@@ -128,11 +132,10 @@ def summary(result: BatchResult, queue: str, consumer: str = "consumers") -> lis
     if result.status == RESUMED and before is not None:
         lines.append(
             f"  resumed: the run started at {_when(before.started_at)} was interrupted; the whole batch was "
-            f"published again with the same meta.ids, and {consumer} drop the copies"
+            f"published again with the same meta.ids, and {drops[0]}"
         )
     elif result.status == REPUBLISHED:
-        lines.append(f"  republished on request: same meta.ids; {consumer} drop copies of what they "
-                     "handled before")
+        lines.append(f"  republished on request: same meta.ids; {drops[1]}")
     lines += [f"  {reason}: {n:,}" for reason, n in sorted(result.rejected_by_reason.items())]
     return lines
 

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
 
 
+#: who drops the copies of a batch published again: any consumer deduplicating on meta.id
+DROPS = ("consumers that deduplicate on meta.id drop the copies",
+         "consumers that deduplicate on meta.id drop copies of what they handled")
+
+
 def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "publish",
@@ -116,5 +121,5 @@ def run(args: argparse.Namespace) -> int:
             rejects_format=args.rejects_format, ttl_seconds=args.ttl, journal=journal,
             republish=args.republish, plan=plan, clock=StageClock(progress=progress),
         )
-    write("\n".join(summary(result, args.queue)) + "\n")
+    write("\n".join(summary(result, args.queue, DROPS)) + "\n")
     return 0
