@@ -280,3 +280,38 @@ def test_the_command_publishes_once_and_says_so_the_second_time(
     assert "was already published at" in again
     assert "(2 envelopes to the broker); nothing published now" in again
     assert sorted(e.data["event"] for e in _published(url, unique_queue)) == ["login", "signup"]
+
+
+def test_the_command_stages_in_an_outbox_once(
+    spark: Any, tmp_path: Path, unique_queue: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from babelq.cli.main import main
+
+    source = tmp_path / "events.csv"
+    source.write_text('event,user\nsignup,1\n"log\nin",2\nbroken\n')
+    outbox = tmp_path / "outbox.db"
+    args = ["publish", str(source), "--urn", "urn:babel:users:event", "--outbox", f"sqlite:///{outbox}",
+            "--queue", unique_queue, "--rejects", str(tmp_path / "rejects"), "--progress", "none",
+            "--id-column", "user", "--master", "local[2]"]
+
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(f": 3 rows, 2 staged in the outbox for {unique_queue}, 1 rejected -> "
+                           f"{tmp_path / 'rejects'}")
+    assert out[1:] == ["  field_count_mismatch: 1"]
+    with sqlite3.connect(outbox) as conn:
+        rows = conn.execute("SELECT queue, body FROM babelq_outbox").fetchall()
+        [(batch, staged)] = conn.execute(
+            "SELECT batch_id, staged FROM babelq_outbox_ingest_batches").fetchall()
+    envelopes = sorted((decode(bytes(body)) for _, body in rows), key=lambda e: e.data["user"])
+    assert {q for q, _ in rows} == {unique_queue} and staged == 2
+    assert [e.data for e in envelopes] == [{"event": "signup", "user": "1"},
+                                           {"event": "log\nin", "user": "2"}]
+    assert [e.id for e in envelopes] == [message_id("urn:babel:users:event", batch, u) for u in ("1", "2")]
+
+    assert main(args) == 0
+    assert capsys.readouterr().out.startswith(f"batch {batch} is already staged in the outbox (2 envelopes)")
+    with sqlite3.connect(outbox) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM babelq_outbox").fetchone() == (2,)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from babelq.errors import ConfigurationError
-from babelq.pipelines.bulk_files import with_record_errors, write_rejects
+from babelq.pipelines.bulk_files import FIELD_COUNT_MISMATCH, with_record_errors, write_rejects
 from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, file_digest
 from babelq.pipelines.stages import StageClock
 
@@ -117,35 +117,65 @@ class PublishTarget:
     rejects_format: str = "parquet"
 
 
+def _same(df: Any) -> Any:
+    return df
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRows:
+    """A batch's rows after its checks (cached): what its rejects and its envelopes are made of."""
+
+    #: every row, with ``reasons`` (an array, empty when the row is published), ``row_no`` and
+    #: ``csv_record`` (the text of a CSV record of the wrong field count)
+    rows: Any
+    rows_in: int
+    by_reason: dict[str, int]
+    #: the CSV header's field count, which :func:`with_record_errors` names (0 for other formats)
+    header: int
+    #: the valid rows -> a DataFrame of ``body`` (the envelopes)
+    encode: Callable[[Any], Any]
+    #: the rejected rows (with ``record_error``) -> the columns they are written with
+    shape: Callable[[Any], Any] = _same
+    drop: tuple[str, ...] = ()  #: columns the rejects are written without
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.by_reason.values())
+
+    def write_rejects(self, spark: Any, source: str | Path, path: str | Path, fmt: str) -> None:
+        """Write the rejected rows to ``path`` as ``fmt``, a misshapen record with its line."""
+        from pyspark.sql import functions as sf
+
+        aside = with_record_errors(spark, self.rows.filter(sf.size("reasons") > 0), source, self.header,
+                                   self.by_reason.get(FIELD_COUNT_MISMATCH, 0))
+        write_rejects(self.shape(aside), str(path), fmt, self.drop)
+
+    def bodies(self) -> Any:
+        """The envelopes of the valid rows."""
+        from pyspark.sql import functions as sf
+
+        return self.encode(self.rows.filter(sf.size("reasons") == 0))
+
+
 def reject_and_publish(
-    spark: Any, plan: BatchPlan, book: IngestJournal, checked: Any, *, target: PublishTarget,
-    encode: Callable[[Any], Any], stage: str, clock: StageClock, rejected: int, rows_in: int,
-    header: int, misshapen: int, rejects: Callable[[Any], Any] = lambda df: df, drop: tuple[str, ...] = (),
+    spark: Any, plan: BatchPlan, book: IngestJournal, checked: CheckedRows, *, target: PublishTarget,
+    stage: str, clock: StageClock,
 ) -> int:
-    """Write the rows of ``checked`` with ``reasons`` aside (``rejects`` may shape them) and publish
-    the envelopes ``encode`` makes of the others; returns how many were published.
-
-    ``checked`` has ``reasons`` (an array, empty when the row is valid), ``row_no`` and
-    ``csv_record``; ``header`` and ``misshapen`` are what :func:`with_record_errors` needs to say
-    where a record of the wrong field count is. The stages are ``<stage>.rejects`` and
-    ``<stage>.publish``; the journal records the batch ``publishing`` before the first envelope
-    and ``published`` after the last."""
-    from pyspark.sql import functions as sf
-
+    """Write the rejected rows of ``checked`` aside and publish the envelopes of the others; returns
+    how many were published. The stages are ``<stage>.rejects`` and ``<stage>.publish``; the
+    journal records the batch ``publishing`` before the first envelope and ``published`` after
+    the last."""
     from babelq.spark.datasource import register
 
     register(spark)
-    published = rows_in - rejected
-    with clock.stage(f"{stage}.rejects", total=rejected, spark=spark) as st:
-        aside = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), plan.source, header,
-                                   misshapen)
-        write_rejects(rejects(aside), str(target.rejects_path), target.rejects_format, drop)
-        st.rows = rejected
+    published = checked.rows_in - checked.rejected
+    with clock.stage(f"{stage}.rejects", total=checked.rejected, spark=spark) as st:
+        checked.write_rejects(spark, plan.source, target.rejects_path, target.rejects_format)
+        st.rows = checked.rejected
     with clock.stage(f"{stage}.publish", total=published, spark=spark) as st:
         book.begin(plan.batch_id, plan.source, plan.digest)
-        bodies = encode(checked.filter(sf.size("reasons") == 0))
-        (bodies.write.format("babelq").option("url", target.url).option("queue", target.queue)
+        (checked.bodies().write.format("babelq").option("url", target.url).option("queue", target.queue)
          .mode("append").save())
-        book.finish(plan.batch_id, rows_in, published)
+        book.finish(plan.batch_id, checked.rows_in, published)
         st.rows = published
     return published

@@ -34,6 +34,7 @@ from babelq.pipelines.batch_runs import (
     RESUMED,
     BatchPlan,
     BatchResult,
+    CheckedRows,
     PublishTarget,
     reject_and_publish,
     run_batch,
@@ -51,7 +52,6 @@ from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_sc
 from babelq.pipelines.ingest_rules import (
     CSV_RECORD,
     DIGITS,
-    FIELD_COUNT_MISMATCH,
     FIELDS,
     OPTIONAL_FIELDS,
     Limits,
@@ -176,18 +176,25 @@ def _ingest(
             if g.reason is not None:
                 by_reason[g.reason] = by_reason.get(g.reason, 0) + g.rows
         st.rows = rows_in
-    rejected = sum(by_reason.values())
     try:
         published = reject_and_publish(
-            spark, plan, book, checked, target=target, encode=lambda valid: encode_transfers(valid, settings),
-            stage="ingest", clock=clock, rejected=rejected, rows_in=rows_in, header=header_fields(bulk),
-            misshapen=by_reason.get(FIELD_COUNT_MISMATCH, 0), drop=("amount",))
+            spark, plan, book, checked_payments(checked, bulk, rows_in, by_reason, settings), target=target,
+            stage="ingest", clock=clock)
     finally:
         checked.unpersist()
+    rejected = rows_in - published
     log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published,
              target.queue, rejected, dict(sorted(by_reason.items())))
     return IngestResult(batch, rows_in, published, rejected, by_reason, str(target.rejects_path),
                         PUBLISHED_NOW, plan.digest, values=values)
+
+
+def checked_payments(
+    checked: Any, bulk: Any, rows_in: int, by_reason: dict[str, int], settings: EncodeSettings
+) -> CheckedRows:
+    """The validated payments (``checked``, of the file read as ``bulk``) as rejects and envelopes."""
+    return CheckedRows(checked, rows_in, by_reason, header_fields(bulk),
+                       encode=lambda valid: encode_transfers(valid, settings), drop=("amount",))
 
 
 def value_groups(checked: Any) -> list[ValueGroup]:

@@ -32,16 +32,19 @@ from typing import Any
 
 from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
+from babelq.outbox import DEFAULT_TABLE
 from babelq.pipelines.batch_runs import (
     PUBLISHED_NOW,
     BatchPlan,
     BatchResult,
+    CheckedRows,
     PublishTarget,
     plan_batch,
     reject_and_publish,
     run_batch,
 )
-from babelq.pipelines.bulk_files import FIELD_COUNT_MISMATCH, check_source, local_csv_header
+from babelq.pipelines.bulk_files import FIELD_COUNT_MISMATCH, check_source
+from babelq.pipelines.ingest_outbox import StagePlan, StageTarget, plan_staging, stage_batch
 from babelq.pipelines.journal import IngestJournal, default_journal
 from babelq.pipelines.message_ids import message_id_column
 from babelq.pipelines.progress import bulk_file_rows
@@ -84,10 +87,9 @@ def batch_id_of(digest: str, urn: str) -> str:
     return "bulk_" + hashlib.sha256(f"{digest}\n{urn}".encode()).hexdigest()[:16]
 
 
-def plan_publish(
-    source: str | Path, journal: IngestJournal, spec: PublishSpec, batch_id: str | None = None
-) -> BatchPlan:
-    """Check ``source`` (and a CSV header's ``id_column``), hash it, name its batch and look it up."""
+def checked_source(source: str | Path, spec: PublishSpec) -> Path:
+    """``source`` as a path, or a one-line error saying what is wrong with it (a CSV header without
+    the ``id_column`` too)."""
     fmt = format_of(source, spec.format)
 
     def has_id(names: list[str], path: Path) -> None:
@@ -95,8 +97,25 @@ def plan_publish(
             raise ConfigurationError(f"--id-column {spec.id_column}: {path} has no such column "
                                      f"(it has {', '.join(names)})")
 
-    path = check_source(source, csv_file=fmt == "csv", header=has_id)
-    return plan_batch(path, journal, batch_id, default_id=lambda digest: batch_id_of(digest, spec.urn))
+    return check_source(source, csv_file=fmt == "csv", header=has_id)
+
+
+def plan_publish(
+    source: str | Path, journal: IngestJournal, spec: PublishSpec, batch_id: str | None = None
+) -> BatchPlan:
+    """Check ``source``, hash it, name its batch and look it up in the journal."""
+    return plan_batch(checked_source(source, spec), journal, batch_id,
+                      default_id=lambda digest: batch_id_of(digest, spec.urn))
+
+
+def plan_publish_staging(
+    source: str | Path, outbox_url: str, spec: PublishSpec, batch_id: str | None = None,
+    table: str = DEFAULT_TABLE,
+) -> StagePlan:
+    """Check ``source``, hash it, name its batch and look it up in the outbox's batch records."""
+    return plan_staging(source, outbox_url, batch_id=batch_id, table=table,
+                        check=lambda path: checked_source(path, spec),
+                        default_id=lambda digest: batch_id_of(digest, spec.urn))
 
 
 def publish(
@@ -134,50 +153,93 @@ def publish(
         book.close()
 
 
+def stage_publish(
+    spark: Any,
+    source: str | Path,
+    spec: PublishSpec,
+    *,
+    outbox_url: str,
+    queue: str = DEFAULT_QUEUE,
+    rejects_path: str | Path,
+    batch_id: str | None = None,
+    ttl_seconds: int = DEFAULT_TTL_SECONDS,
+    rejects_format: str = "parquet",
+    table: str = DEFAULT_TABLE,
+    restage: bool = False,
+    plan: StagePlan | None = None,
+) -> BatchResult:
+    """Check the rows of ``source`` and stage the valid ones' envelopes in the outbox at
+    ``outbox_url``, in one transaction with the batch's record (:mod:`~babelq.pipelines.ingest_outbox`),
+    for ``babelq relay`` to publish. A batch already staged is not staged again unless ``restage``."""
+    plan = plan or plan_publish_staging(source, outbox_url, spec, batch_id, table)
+    staging = plan
+
+    def check() -> CheckedRows:
+        return check_rows(spark, staging.path, spec, batch_id=staging.batch_id, queue=queue,
+                          ttl_seconds=ttl_seconds, csv_rejects=rejects_format == "csv")
+
+    target = StageTarget(outbox_url, table, queue, rejects_path, rejects_format)
+    return stage_batch(spark, plan, target, check, restage=restage, what="publish", result_type=BatchResult)
+
+
 def _publish(
     spark: Any, plan: BatchPlan, book: IngestJournal, spec: PublishSpec, *, target: PublishTarget,
     ttl_seconds: int, clock: StageClock,
 ) -> BatchResult:
-    from pyspark.sql import functions as sf
-
     fmt = format_of(plan.source, spec.format)
-    validated_at = now_ms()
     total = (lambda: bulk_file_rows(plan.source)) if fmt != "jsonl" else None
     with clock.stage("file.validate", total=total, spark=spark) as st:
-        declared = declared_types(spec.schema) if spec.schema is not None else {}
-        rows = read_rows(spark, plan.source, fmt, declared)
-        names = list(rows.schema["data"].dataType.fieldNames())
-        key = _key_column(rows, spec.id_column, plan.source)
-        checked = cache_uncompressed(with_reasons(rows, spec, key, names))
-        counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
-        rows_in = sum(int(r["count"]) for r in counts)
-        by_reason = {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None}
-        st.rows = rows_in
-    rejected = sum(by_reason.values())
+        checked = check_rows(spark, plan.source, spec, batch_id=plan.batch_id, queue=target.queue,
+                             ttl_seconds=ttl_seconds, csv_rejects=target.rejects_format == "csv")
+        st.rows = checked.rows_in
     try:
-        if key is None:
-            key = _position_key(checked)
-
-        def encode(valid: Any) -> Any:
-            from babelq.spark.encode import encode as encode_rows
-
-            return encode_rows(
-                valid, urn=spec.urn, data=sf.col("data"), queue=target.queue,
-                correlation_id=sf.lit(plan.batch_id), id=message_id_column(spec.urn, plan.batch_id, key),
-                expire_at=sf.lit(validated_at + ttl_seconds * 1000), omit_null=names,
-            ).select("body")
-
-        published = reject_and_publish(
-            spark, plan, book, checked, target=target, encode=encode, stage="file", clock=clock,
-            rejected=rejected, rows_in=rows_in, header=len(names) if fmt == "csv" else 0,
-            misshapen=by_reason.get(FIELD_COUNT_MISMATCH, 0),
-            rejects=lambda df: rejects_of(df, fmt, csv_out=target.rejects_format == "csv"))
+        published = reject_and_publish(spark, plan, book, checked, target=target, stage="file", clock=clock)
     finally:
+        checked.rows.unpersist()
+    log.info("publish %s: %d rows in, %d published to %s as %s, %d rejected %s", plan.batch_id,
+             checked.rows_in, published, target.queue, spec.urn, checked.rejected,
+             dict(sorted(checked.by_reason.items())))
+    return BatchResult(plan.batch_id, checked.rows_in, published, checked.rejected, checked.by_reason,
+                       str(target.rejects_path), PUBLISHED_NOW, plan.digest)
+
+
+def check_rows(
+    spark: Any, source: str | Path, spec: PublishSpec, *, batch_id: str, queue: str, ttl_seconds: int,
+    csv_rejects: bool = False,
+) -> CheckedRows:
+    """Read ``source``, check every row (cached, counted) and say how its rejects and envelopes are
+    made: ``queue``, ``meta.correlation_id`` = ``batch_id``, ``meta.expire_at`` = now + the TTL."""
+    from pyspark.sql import functions as sf
+
+    fmt = format_of(source, spec.format)
+    validated_at = now_ms()
+    declared = declared_types(spec.schema) if spec.schema is not None else {}
+    rows = read_rows(spark, source, fmt, declared)
+    names = list(rows.schema["data"].dataType.fieldNames())
+    key = _key_column(rows, spec.id_column, str(source))
+    checked = cache_uncompressed(with_reasons(rows, spec, key, names))
+    try:
+        counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
+        row_key = _position_key(checked) if key is None else key
+    except BaseException:
         checked.unpersist()
-    log.info("publish %s: %d rows in, %d published to %s as %s, %d rejected %s", plan.batch_id, rows_in,
-             published, target.queue, spec.urn, rejected, dict(sorted(by_reason.items())))
-    return BatchResult(plan.batch_id, rows_in, published, rejected, by_reason, str(target.rejects_path),
-                       PUBLISHED_NOW, plan.digest)
+        raise
+
+    def encode(valid: Any) -> Any:
+        from babelq.spark.encode import encode as encode_rows
+
+        return encode_rows(
+            valid, urn=spec.urn, data=sf.col("data"), queue=queue, correlation_id=sf.lit(batch_id),
+            id=message_id_column(spec.urn, batch_id, row_key),
+            expire_at=sf.lit(validated_at + ttl_seconds * 1000), omit_null=names,
+        ).select("body")
+
+    return CheckedRows(
+        checked, sum(int(r["count"]) for r in counts),
+        {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None},
+        len(names) if fmt == "csv" else 0, encode,
+        shape=lambda rejects: rejects_of(rejects, fmt, csv_out=csv_rejects),
+    )
 
 
 def _key_column(rows: Any, id_column: str | None, source: str) -> Any:
@@ -280,5 +342,6 @@ def rejects_of(rejects: Any, fmt: str, *, csv_out: bool) -> Any:
     return rejects.select(*cols, *tail)
 
 
-__all__ = ["DEFAULT_QUEUE", "DEFAULT_TTL_SECONDS", "PublishSpec", "batch_id_of", "local_csv_header",
-           "plan_publish", "publish", "rejects_of", "with_reasons"]
+__all__ = ["DEFAULT_QUEUE", "DEFAULT_TTL_SECONDS", "PublishSpec", "batch_id_of", "check_rows",
+           "checked_source", "plan_publish", "plan_publish_staging", "publish", "rejects_of", "stage_publish",
+           "with_reasons"]

@@ -12,6 +12,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.commands.ingest import outbox_arguments
 from babelq.cli.spark_options import (
     check_before_spark,
     open_progress,
@@ -23,6 +24,7 @@ from babelq.cli.spark_options import (
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
+    from babelq.pipelines.publish import PublishSpec
 
 
 #: who drops the copies of a batch published again: any consumer deduplicating on meta.id
@@ -75,6 +77,7 @@ def register(subparsers: Subparsers) -> None:
         "--republish", action="store_true",
         help="publish a batch the journal says is finished again (same meta.ids: consumers drop the copies)",
     )
+    outbox_arguments(parser)
     progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
@@ -89,10 +92,6 @@ def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.publish import JOURNAL_NAME, PublishSpec, plan_publish, publish
     from babelq.pipelines.stages import StageClock
 
-    url = required_broker_url(args)
-    check_before_spark(args, broker=url)
-    if args.ttl < 1:
-        raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     if not args.queue.strip():
         raise ConfigurationError("--queue: must not be blank")
     if not args.urn.strip():
@@ -104,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
 
         schema = load_schema(args.schema, args.urn)
     spec = PublishSpec(args.urn, schema, args.id_column, args.format)
+    if args.outbox:
+        return _run_outbox(args, spec)
+    url = required_broker_url(args)
+    check_before_spark(args, broker=url)
+    if args.ttl < 1:
+        raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     journal = args.journal or default_journal(args.rejects, JOURNAL_NAME)
     book = IngestJournal(journal)  # the file, the journal and the batch are checked before Spark starts
     try:
@@ -123,3 +128,19 @@ def run(args: argparse.Namespace) -> int:
         )
     write("\n".join(summary(result, args.queue, DROPS)) + "\n")
     return 0
+
+
+def _run_outbox(args: argparse.Namespace, spec: PublishSpec) -> int:
+    """``--outbox``: check and stage the batch in the outbox, as ``babelq ingest --outbox`` does."""
+    from babelq.cli.commands.ingest import run_staging
+    from babelq.pipelines.publish import plan_publish_staging, stage_publish
+
+    return run_staging(
+        args, "babelq-publish",
+        lambda: plan_publish_staging(args.file, args.outbox, spec, args.batch_id, args.outbox_table),
+        lambda spark, plan: stage_publish(
+            spark, args.file, spec, outbox_url=args.outbox, queue=args.queue, rejects_path=args.rejects,
+            ttl_seconds=args.ttl, rejects_format=args.rejects_format, table=args.outbox_table,
+            restage=args.republish, plan=plan,
+        ),
+    )
