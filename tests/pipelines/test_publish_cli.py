@@ -34,13 +34,18 @@ def orders(tmp_path: Path) -> Path:
         (["--schema", "{dir}/ref.json"], "--schema {dir}/ref.json: "),
         (["--ttl", "0"], "--ttl: must be at least 1 second, got 0"),
         (["--format", "jsonl", "--batch-id", " "], "--batch-id: ' ' must be a non-empty single line"),
+        (["--outbox", "sqlite:///{dir}/o.db"],
+         "--outbox: stages for `babelq relay`; give it without --broker"),
+        (["--schema", "{dir}/other.json"],
+         "--schema {dir}/other.json: no schema for urn:babel:orders:created"),
     ],
-    ids=["id column", "schema file", "schema keyword", "ttl", "batch id"],
+    ids=["id column", "schema file", "schema keyword", "ttl", "batch id", "outbox and broker", "other urn"],
 )
 def test_a_bad_option_is_one_line_naming_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, orders: Path, extra: list[str], says: str
 ) -> None:
     (tmp_path / "ref.json").write_text(json.dumps({"type": "object", "properties": {"a": {"$ref": "#/x"}}}))
+    (tmp_path / "other.json").write_text(json.dumps({"x-babel-urn": "urn:babel:orders:shipped"}))
     args = [a.replace("{dir}", str(tmp_path)) for a in extra]
     code, err = _run(capsys, str(orders), "--urn", "urn:babel:orders:created", "--rejects",
                      str(tmp_path / "rej"), "--broker", f"redis://:{SECRET}@127.0.0.1:6379/15", *args)

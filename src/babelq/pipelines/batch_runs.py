@@ -4,10 +4,13 @@ bulk files shares (``babelq ingest``, ``babelq publish``).
 A batch is one file under one batch id. :func:`plan_batch` names it and asks the journal
 (:mod:`~babelq.pipelines.journal`) what it knows of it before Spark starts; :func:`run_batch`
 skips a batch the journal says was published (unless ``republish``) and says whether a run
-resumed an interrupted batch; :func:`reject_and_publish` writes the rejected rows aside and
-publishes the envelopes of the others through the ``babelq`` data source between the journal's
-``publishing`` and ``published`` records. Every row keeps its ``meta.id`` across runs
-(:mod:`~babelq.pipelines.message_ids`), so a batch published again is deduplicated downstream.
+resumed an interrupted batch. A producer's checks give a :class:`CheckedRows` (the cached rows
+with their reasons, and how its rejects and envelopes are made), which
+:func:`reject_and_publish` writes aside and publishes through the ``babelq`` data source between
+the journal's ``publishing`` and ``published`` records (or
+:func:`~babelq.pipelines.ingest_outbox.stage_batch` stages in an outbox). Every row keeps its
+``meta.id`` across runs (:mod:`~babelq.pipelines.message_ids`), so a batch published again is
+deduplicated downstream.
 """
 
 from __future__ import annotations

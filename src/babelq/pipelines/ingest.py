@@ -8,7 +8,9 @@ source in per-partition batches. All of it runs as Spark SQL on the JVM (the env
 from :func:`babelq.spark.encode.encode`); Python only publishes the finished bodies. The
 validated rows are cached once and read by three actions: the counts by reason, the rejects
 and the publish. The batch id becomes every envelope's ``meta.correlation_id``, so a partial
-failure can be traced back to its file.
+failure can be traced back to its file. Reading the file, the rejects, the journal and the
+publish are the steps every bulk producer shares (:mod:`bulk_files`, :mod:`batch_runs`; ``babelq
+publish`` is the other); only the payment rules are written here and in :mod:`ingest_rules`.
 
 Running it again is safe. The batch id defaults to the file's content hash and every payment's
 ``meta.id`` is derived from the batch id and its reference (:mod:`payment_ids`), so a re-run
