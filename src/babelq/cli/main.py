@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("babelq.cli")
 
 COMMANDS: Final = (
-    "encode", "inspect", "conformance", "worker", "demo", "ingest", "settle", "consume", "dlq", "outbox",
-    "relay",
+    "encode", "inspect", "conformance", "worker", "demo", "ingest", "publish", "settle", "consume", "dlq",
+    "outbox", "relay",
 )
 
 #: Top-level module of an optional dependency -> the extra that installs it.

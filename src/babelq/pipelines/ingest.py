@@ -8,7 +8,9 @@ source in per-partition batches. All of it runs as Spark SQL on the JVM (the env
 from :func:`babelq.spark.encode.encode`); Python only publishes the finished bodies. The
 validated rows are cached once and read by three actions: the counts by reason, the rejects
 and the publish. The batch id becomes every envelope's ``meta.correlation_id``, so a partial
-failure can be traced back to its file.
+failure can be traced back to its file. Reading the file, the rejects, the journal and the
+publish are the steps every bulk producer shares (:mod:`bulk_files`, :mod:`batch_runs`; ``babelq
+publish`` is the other); only the payment rules are written here and in :mod:`ingest_rules`.
 
 Running it again is safe. The batch id defaults to the file's content hash and every payment's
 ``meta.id`` is derived from the batch id and its reference (:mod:`payment_ids`), so a re-run
@@ -20,29 +22,45 @@ publishes the very same messages, which settle deduplicates; the batch journal
 
 from __future__ import annotations
 
-import csv
 import logging
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
-from babelq.pipelines.csv_layout import csv_layout, field_count, wrong_field_counts
+from babelq.pipelines.batch_runs import (
+    ALREADY_PUBLISHED,
+    PUBLISHED_NOW,
+    REPUBLISHED,
+    RESUMED,
+    BatchPlan,
+    BatchResult,
+    CheckedRows,
+    PublishTarget,
+    reject_and_publish,
+    run_batch,
+)
+from babelq.pipelines.batch_runs import plan_batch as plan_journaled
+from babelq.pipelines.bulk_files import check_source as check_file
+from babelq.pipelines.bulk_files import (
+    header_fields,
+    local_csv_header,
+    read_csv,
+    with_record_errors,
+    write_rejects,
+)
 from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
 from babelq.pipelines.ingest_rules import (
     CSV_RECORD,
     DIGITS,
-    FIELD_COUNT_MISMATCH,
     FIELDS,
     OPTIONAL_FIELDS,
     Limits,
     normalise,
     validate,
 )
-from babelq.pipelines.journal import PUBLISHED, BatchRecord, IngestJournal, default_journal, file_digest
+from babelq.pipelines.journal import IngestJournal, default_journal
 from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.stages import StageClock
@@ -53,166 +71,33 @@ log = logging.getLogger(__name__)
 DEFAULT_QUEUE = "payments"
 DEFAULT_TTL_SECONDS = 86_400
 
-
-#: What an ingest run did with its batch.
-PUBLISHED_NOW = "published"  #: a new batch, published
-RESUMED = "resumed"  #: an interrupted batch, published again in full (consumers drop the copies)
-ALREADY_PUBLISHED = "already_published"  #: finished before: nothing published
-REPUBLISHED = "republished"  #: finished before, published again on request
+__all__ = [
+    "ALREADY_PUBLISHED", "PUBLISHED_NOW", "REPUBLISHED", "RESUMED", "BatchPlan", "IngestResult",
+    "check_columns", "check_source", "header_fields", "ingest", "local_csv_header", "plan_batch", "read_bulk",
+    "value_groups", "with_record_errors", "write_rejects",
+]
 
 
 @dataclass(slots=True)
-class IngestResult:
-    batch_id: str
-    rows_in: int
-    published: int
-    rejected: int
-    rejected_by_reason: dict[str, int] = field(default_factory=dict)
-    rejects_path: str = ""
-    status: str = PUBLISHED_NOW
-    digest: str = ""
-    previous: BatchRecord | None = None  #: the journal's record of an earlier run of this batch
+class IngestResult(BatchResult):
     #: rows and value per (first reject reason or None, currency): what the report reconciles money with
     values: list[ValueGroup] = field(default_factory=list)
 
 
-_PLAIN_HEADER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def local_csv_header(path: str) -> list[str] | None:
-    """The column names of a local CSV file, when reading them ourselves gives what Spark would
-    (plain, unique names; no byte-order mark); ``None`` means "let Spark read the header"."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(65_536)
-    except OSError:
-        return None
-    if first.startswith(b"\xef\xbb\xbf") or not first.endswith(b"\n"):
-        return None
-    try:
-        names = next(csv.reader([first.decode("utf-8").rstrip("\r\n")]))
-    except (UnicodeDecodeError, csv.Error, StopIteration):
-        return None
-    if not names or len(set(names)) != len(names) or not all(_PLAIN_HEADER.fullmatch(n) for n in names):
-        return None
-    return names
-
-
 def read_bulk(spark: Any, source: str | Path) -> Any:
-    """The bulk file as a DataFrame of its own columns (CSV: all strings; Parquet: as stored).
-
-    CSV is read per RFC 4180: a quoted field may hold commas, line breaks and doubled quotes
-    (``""``). A record with more or fewer fields than the header is not cut or padded into a
-    payment: its text lands in the column :data:`~babelq.pipelines.ingest_rules.CSV_RECORD`
-    (null for every other record), which the rules reject. For a local CSV file the header is
-    read here (sparing Spark a job that reads the first line), the file is read whole
-    (``multiLine``, one task) only when a quoted field in it spans lines, and the column is left
-    out when :func:`~babelq.pipelines.csv_layout.csv_layout` saw that every line has the header's
-    field count; a file that is not local is always read whole and checked, since nobody looked.
-    """
-    from pyspark.sql.types import StringType, StructField, StructType
-
+    """The bulk file as a DataFrame of its own columns (CSV: all strings, per RFC 4180, a record of
+    the wrong field count in :data:`~babelq.pipelines.ingest_rules.CSV_RECORD`, which the rules
+    reject: :func:`~babelq.pipelines.bulk_files.read_csv`; Parquet: as stored)."""
     path = str(source)
     if path.endswith(".parquet") or Path(path).is_dir():
         return spark.read.parquet(path)
-    layout = csv_layout(path)
-    reader = (spark.read.option("header", True).option("mode", "PERMISSIVE").option("escape", '"')
-              .option("multiLine", layout is None or layout.quoted_line_breaks))
-    names = local_csv_header(path)
-    if names is None:
-        names = list(reader.option("inferSchema", False).csv(path).columns)
-    if CSV_RECORD in names:
-        raise ConfigurationError(f"{source}: the column name {CSV_RECORD} is reserved for ingest's own use")
-    if layout is not None and layout.fields_agree and len(names) == layout.header_fields:
-        # the scan saw every record's field count: Spark is spared keeping each record's text
-        return reader.schema(StructType([StructField(n, StringType()) for n in names])).csv(path)
-    schema = StructType([StructField(n, StringType()) for n in [*names, CSV_RECORD]])
-    return reader.option("columnNameOfCorruptRecord", CSV_RECORD).schema(schema).csv(path)
-
-
-def header_fields(bulk: Any) -> int:
-    """How many fields the header of ``bulk`` (:func:`read_bulk`) names."""
-    return sum(c != CSV_RECORD for c in bulk.columns)
-
-
-def with_record_errors(spark: Any, rejects: Any, source: str | Path, header: int, misshapen: int) -> Any:
-    """``rejects`` plus ``record_error``: for each of its ``misshapen`` records of the wrong field
-    count, ``line 7: 9 fields, the header has 6`` (null for the other rejects).
-
-    Spark flags such a record but does not say where it is, so the few it flagged are found here
-    by reading the local file once more, in the same order; where that cannot be done (a file
-    that is not local, or whose records this reading does not pair one to one with Spark's) the
-    error names the field count without the line."""
-    from pyspark.sql import functions as sf
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    if not misshapen:
-        return rejects.withColumn("record_error", sf.lit(None).cast("string"))
-    flagged = [(int(r["row_no"]), field_count(r["csv_record"])) for r in rejects.filter(
-        sf.col("csv_record").isNotNull()).select("row_no", "csv_record").orderBy("row_no").collect()]
-    found: list[tuple[int, int]] = []
-    if Path(source).is_file():
-        try:
-            found = wrong_field_counts(source, header)
-        except (OSError, csv.Error):
-            found = []
-    paired = [n for _, n in found] == [n for _, n in flagged]
-    errors = [
-        (row_no, (f"line {found[i][0]}: " if paired else "") + f"{n} fields, the header has {header}")
-        for i, (row_no, n) in enumerate(flagged)
-    ]
-    schema = StructType([StructField("row_no", LongType()), StructField("record_error", StringType())])
-    joined = rejects.join(sf.broadcast(spark.createDataFrame(errors, schema)), "row_no", "left")
-    return joined.select(*rejects.columns, "record_error")
-
-
-def write_rejects(rejects: Any, path: str, fmt: str) -> None:
-    from pyspark.sql import functions as sf
-
-    out = rejects.withColumn("reject_reason", sf.get("reasons", 0)).drop("amount")
-    out = out.withColumn("reasons", sf.concat_ws(";", "reasons"))
-    writer = out.coalesce(1).write.mode("overwrite")
-    if fmt == "csv":
-        # RFC 4180 as the input: a quote doubled, where Spark's default would put a backslash
-        writer.option("header", True).option("escape", '"').csv(path)
-    else:
-        writer.parquet(path)
+    return read_csv(spark, path)
 
 
 def check_source(source: str | Path) -> Path:
-    """``source`` as a path, or a one-line ConfigurationError saying what is wrong with it."""
-    path = Path(source)
-    if not path.exists():
-        raise ConfigurationError(f"{source}: no such file or directory")
-    if path.is_dir():
-        if not any(path.rglob("*.parquet")):
-            raise ConfigurationError(
-                f"{source}: is a directory without .parquet files; pass a .csv or .parquet file or a Parquet "
-                "dataset directory")
-    elif not os.access(path, os.R_OK):
-        raise ConfigurationError(f"{source}: not readable (permission denied)")
-    elif path.suffix.lower() != ".parquet":
-        _check_csv_head(path)
-    return path
-
-
-def _check_csv_head(path: Path) -> None:
-    """Refuse, before Spark starts, a CSV file that is empty, not UTF-8 text or lacks the payment
-    columns (when its header is plain enough to read here; Spark decides the rest)."""
-    with open(path, "rb") as fh:
-        head = fh.read(65_536)
-    if not head.strip():
-        raise ConfigurationError(f"{path}: is empty; a bulk payments file needs a header row and payments")
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 4:  # not merely a character cut at the end of the sample
-            raise ConfigurationError(
-                f"{path}: is not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); "
-                "a bulk payments file is a UTF-8 CSV or Parquet") from None
-    names = local_csv_header(str(path))
-    if names is not None:
-        _refuse_missing(names, path)
+    """``source`` as a path, or a one-line ConfigurationError saying what is wrong with it (a CSV
+    file without the payment columns too, when its header is plain enough to read here)."""
+    return check_file(source, what="a bulk payments file", header=_refuse_missing)
 
 
 def check_columns(df: Any, source: str | Path) -> None:
@@ -232,34 +117,9 @@ def _refuse_missing(columns: list[str], source: str | Path) -> None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class BatchPlan:
-    """Which batch a file is, and what the journal knows of it (before any Spark work)."""
-
-    source: str
-    batch_id: str
-    digest: str
-    previous: BatchRecord | None
-
-    @property
-    def already_published(self) -> bool:
-        return self.previous is not None and self.previous.state == PUBLISHED
-
-
 def plan_batch(source: str | Path, journal: IngestJournal, batch_id: str | None = None) -> BatchPlan:
     """Check ``source``, hash it, name its batch (``bulk_<sha256 prefix>`` unless given) and look it up."""
-    path = check_source(source)
-    digest = file_digest(path)
-    batch = batch_id or f"bulk_{digest[:16]}"
-    if not batch.strip() or "\n" in batch:
-        raise ConfigurationError(f"--batch-id: {batch!r} must be a non-empty single line")
-    previous = journal.get(batch)
-    if previous is not None and previous.digest != digest:
-        raise ConfigurationError(
-            f"--batch-id {batch}: already used for another file ({previous.source}, "
-            f"sha256 {previous.digest[:12]}…); choose a new batch id for a new file"
-        )
-    return BatchPlan(str(source), batch, digest, previous)
+    return plan_journaled(check_source(source), journal, batch_id)
 
 
 def ingest(
@@ -288,37 +148,24 @@ def ingest(
 
     check_session_targets(spark, broker=url)
     book = IngestJournal(journal or default_journal(rejects_path))
+    target = PublishTarget(url, queue, rejects_path, rejects_format)
     try:
         plan = plan or plan_batch(source, book, batch_id)
-        if plan.already_published and not republish:
-            done = plan.previous
-            assert done is not None
-            log.info("ingest %s: already published (%d envelopes); nothing published", plan.batch_id,
-                     done.published)
-            return IngestResult(plan.batch_id, done.rows_in, 0, done.rows_in - done.published, {},
-                                str(rejects_path), ALREADY_PUBLISHED, plan.digest, done)
-        result = _ingest(spark, plan, book, url=url, queue=queue, rejects_path=rejects_path,
-                         ttl_seconds=ttl_seconds, limits=limits, rejects_format=rejects_format,
-                         clock=clock or StageClock())
+        return run_batch(
+            book, plan, republish=republish, rejects_path=rejects_path, what="ingest",
+            result_type=IngestResult,
+            publish=lambda p: _ingest(spark, p, book, target=target, ttl_seconds=ttl_seconds, limits=limits,
+                                      clock=clock or StageClock()))
     finally:
         book.close()
-    if plan.previous is not None:
-        result.status = REPUBLISHED if plan.already_published else RESUMED
-        result.previous = plan.previous
-    return result
 
 
 def _ingest(
-    spark: Any, plan: BatchPlan, book: IngestJournal, *, url: str, queue: str, rejects_path: str | Path,
-    ttl_seconds: int, limits: Limits | None, rejects_format: str, clock: StageClock,
+    spark: Any, plan: BatchPlan, book: IngestJournal, *, target: PublishTarget, ttl_seconds: int,
+    limits: Limits | None, clock: StageClock,
 ) -> IngestResult:
-    from pyspark.sql import functions as sf
-
-    from babelq.spark.datasource import register
-
-    register(spark)
     batch = plan.batch_id
-    settings = EncodeSettings(queue, batch, ttl_seconds, now_ms())
+    settings = EncodeSettings(target.queue, batch, ttl_seconds, now_ms())
     with clock.stage("ingest.validate", total=lambda: bulk_file_rows(plan.source), spark=spark) as st:
         bulk = read_bulk(spark, plan.source)
         check_columns(bulk, plan.source)
@@ -331,26 +178,25 @@ def _ingest(
             if g.reason is not None:
                 by_reason[g.reason] = by_reason.get(g.reason, 0) + g.rows
         st.rows = rows_in
-    rejected = sum(by_reason.values())
-    published = rows_in - rejected
     try:
-        with clock.stage("ingest.rejects", total=rejected, spark=spark) as st:
-            rejects = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), plan.source,
-                                         header_fields(bulk), by_reason.get(FIELD_COUNT_MISMATCH, 0))
-            write_rejects(rejects, str(rejects_path), rejects_format)
-            st.rows = rejected
-        with clock.stage("ingest.publish", total=published, spark=spark) as st:
-            book.begin(batch, plan.source, plan.digest)
-            bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
-            bodies.write.format("babelq").option("url", url).option("queue", queue).mode("append").save()
-            book.finish(batch, rows_in, published)
-            st.rows = published
+        published = reject_and_publish(
+            spark, plan, book, checked_payments(checked, bulk, rows_in, by_reason, settings), target=target,
+            stage="ingest", clock=clock)
     finally:
         checked.unpersist()
-    log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published, queue,
-             rejected, dict(sorted(by_reason.items())))
-    return IngestResult(batch, rows_in, published, rejected, by_reason, str(rejects_path), PUBLISHED_NOW,
-                        plan.digest, values=values)
+    rejected = rows_in - published
+    log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published,
+             target.queue, rejected, dict(sorted(by_reason.items())))
+    return IngestResult(batch, rows_in, published, rejected, by_reason, str(target.rejects_path),
+                        PUBLISHED_NOW, plan.digest, values=values)
+
+
+def checked_payments(
+    checked: Any, bulk: Any, rows_in: int, by_reason: dict[str, int], settings: EncodeSettings
+) -> CheckedRows:
+    """The validated payments (``checked``, of the file read as ``bulk``) as rejects and envelopes."""
+    return CheckedRows(checked, rows_in, by_reason, header_fields(bulk),
+                       encode=lambda valid: encode_transfers(valid, settings), drop=("amount",))
 
 
 def value_groups(checked: Any) -> list[ValueGroup]:

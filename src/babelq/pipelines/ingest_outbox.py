@@ -1,4 +1,5 @@
-"""``babelq ingest FILE --outbox URL``: stage a bulk file's envelopes in a transactional outbox.
+"""``babelq ingest FILE --outbox URL``: stage a bulk file's envelopes in a transactional outbox
+(and ``babelq publish FILE --outbox URL``: :func:`stage_batch` stages any checked rows).
 
 Publishing straight to a broker (:func:`babelq.pipelines.ingest.ingest`) needs the batch
 journal to tell a finished batch from an interrupted one, and an interrupted one is published
@@ -10,7 +11,7 @@ A re-run that finds the record stages nothing and says so. A run killed halfway 
 so running it again stages the batch once. ``babelq relay`` then publishes the rows, with the
 outbox's guarantees (docs/outbox.md).
 
-Validation, rejects and envelopes are the same Spark work as the direct ingest. The envelopes
+Validation, rejects and envelopes are the same Spark work as the direct publish. The envelopes
 come to the driver (``toLocalIterator``, one partition at a time) and are written there, so
 the outbox may be an SQLite file even when Spark runs on a cluster.
 """
@@ -18,28 +19,28 @@ the outbox may be an SQLite file even when Spark runs on a cluster.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from babelq.envelope import now_ms
 from babelq.errors import ConfigurationError
 from babelq.outbox import DEFAULT_TABLE, Outbox, init_schema
 from babelq.outbox.schema import check_table, dialect_of
 from babelq.outbox.target import close_quietly, connect
-from babelq.pipelines.envelopes import EncodeSettings, encode_transfers, with_schema_check
+from babelq.pipelines.batch_runs import BatchResult, CheckedRows, default_batch_id
+from babelq.pipelines.envelopes import EncodeSettings, with_schema_check
 from babelq.pipelines.ingest import (
     DEFAULT_QUEUE,
     DEFAULT_TTL_SECONDS,
     IngestResult,
     check_columns,
     check_source,
-    header_fields,
+    checked_payments,
     read_bulk,
-    with_record_errors,
-    write_rejects,
 )
-from babelq.pipelines.ingest_rules import FIELD_COUNT_MISMATCH, Limits, normalise, validate
+from babelq.pipelines.ingest_rules import Limits, normalise, validate
 from babelq.pipelines.journal import file_digest
 from babelq.spark.cache import cache_uncompressed
 
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 STAGED = "staged"  #: the batch was staged in the outbox now
 ALREADY_STAGED = "already_staged"  #: an earlier run staged it: nothing staged now
 RESTAGED = "restaged"  #: staged before, staged again on request (same meta.ids)
+
+R = TypeVar("R", bound=BatchResult)
 
 #: envelopes per insert batch (all in the one transaction)
 CHUNK = 5_000
@@ -102,12 +105,14 @@ def _open(outbox_url: str, table: str) -> tuple[Any, str]:
 
 
 def plan_staging(
-    source: str | Path, outbox_url: str, *, batch_id: str | None = None, table: str = DEFAULT_TABLE
+    source: str | Path, outbox_url: str, *, batch_id: str | None = None, table: str = DEFAULT_TABLE,
+    check: Callable[[str | Path], Path] = check_source, default_id: Callable[[str], str] = default_batch_id,
 ) -> StagePlan:
-    """Check ``source``, hash it, name its batch and look it up in the outbox's batch records."""
-    path = check_source(source)
+    """``check`` ``source`` (default: a bulk payments file), hash it, name its batch (``default_id``
+    of the digest unless given) and look it up in the outbox's batch records."""
+    path = check(source)
     digest = file_digest(path)
-    batch = batch_id or f"bulk_{digest[:16]}"
+    batch = batch_id or default_id(digest)
     if not batch.strip() or "\n" in batch:
         raise ConfigurationError(f"--batch-id: {batch!r} must be a non-empty single line")
     conn, mark = _open(outbox_url, table)
@@ -141,69 +146,90 @@ def stage_ingest(
     """Validate ``source`` and stage its valid payments in the outbox at ``outbox_url`` (module
     docstring). A batch already staged is not staged again unless ``restage``."""
     plan = plan or plan_staging(source, outbox_url, batch_id=batch_id, table=table)
+    settings = EncodeSettings(queue, plan.batch_id, ttl_seconds, now_ms())
+
+    def check() -> CheckedRows:
+        from pyspark.sql import functions as sf
+
+        bulk = read_bulk(spark, str(plan.path))
+        check_columns(bulk, plan.path)
+        rows = validate(normalise(bulk), limits)
+        checked = cache_uncompressed(with_schema_check(rows, settings.validated_at))
+        counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
+        by_reason = {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None}
+        return checked_payments(checked, bulk, sum(int(r["count"]) for r in counts), by_reason, settings)
+
+    target = StageTarget(outbox_url, table, queue, rejects_path, rejects_format)
+    return stage_batch(spark, plan, target, check, restage=restage, what="ingest", result_type=IngestResult)
+
+
+@dataclass(frozen=True, slots=True)
+class StageTarget:
+    """The outbox a batch is staged in, for which queue, and where its rejects are written."""
+
+    outbox_url: str
+    table: str
+    queue: str
+    rejects_path: str | Path
+    rejects_format: str = "parquet"
+
+
+def stage_batch(
+    spark: Any, plan: StagePlan, target: StageTarget, check: Callable[[], CheckedRows], *, restage: bool,
+    what: str, result_type: type[R],
+) -> R:
+    """Stage the envelopes of the batch ``check`` reads and checks (module docstring), and write its
+    rejects; a batch already staged is not staged again unless ``restage``. ``what`` names the
+    command in the log."""
     if plan.staged is not None and not restage:
-        log.info("ingest %s: already staged in the outbox (%d envelopes)", plan.batch_id, plan.staged)
-        return IngestResult(plan.batch_id, 0, 0, 0, {}, str(rejects_path), ALREADY_STAGED, plan.digest)
-    conn, mark = _open(outbox_url, table)
+        log.info("%s %s: already staged in the outbox (%d envelopes)", what, plan.batch_id, plan.staged)
+        return result_type(plan.batch_id, 0, 0, 0, {}, str(target.rejects_path), ALREADY_STAGED, plan.digest)
+    conn, mark = _open(target.outbox_url, target.table)
     try:
-        result = _stage(spark, conn, path=plan.path, batch=plan.batch_id, digest=plan.digest, mark=mark,
-                        queue=queue, rejects_path=rejects_path, ttl_seconds=ttl_seconds, limits=limits,
-                        rejects_format=rejects_format, table=table, replace=plan.staged is not None)
+        checked = check()
+        try:
+            checked.write_rejects(spark, plan.path, target.rejects_path, target.rejects_format)
+            staged = _stage(conn, plan, target, checked, mark=mark, replace=plan.staged is not None)
+        finally:
+            checked.rows.unpersist()
     finally:
         close_quietly(conn)
-    if plan.staged is not None:
-        result.status = RESTAGED
-    return result
+    log.info("%s %s: %d rows in, %d staged in the outbox for %s, %d rejected", what, plan.batch_id,
+             checked.rows_in, staged, target.queue, checked.rejected)
+    return result_type(plan.batch_id, checked.rows_in, staged, checked.rejected, checked.by_reason,
+                       str(target.rejects_path), RESTAGED if plan.staged is not None else STAGED, plan.digest)
 
 
-def _stage(
-    spark: Any, conn: Any, *, path: Path, batch: str, digest: str, mark: str, queue: str,
-    rejects_path: str | Path, ttl_seconds: int, limits: Limits | None, rejects_format: str, table: str,
-    replace: bool,
-) -> IngestResult:
-    from pyspark.sql import functions as sf
-
-    settings = EncodeSettings(queue, batch, ttl_seconds, now_ms())
-    bulk = read_bulk(spark, str(path))
-    check_columns(bulk, path)
-    checked = cache_uncompressed(with_schema_check(validate(normalise(bulk), limits), settings.validated_at))
+def _stage(conn: Any, plan: StagePlan, target: StageTarget, checked: CheckedRows, *, mark: str,
+           replace: bool) -> int:
+    """Insert the batch's record and its envelopes in one transaction; returns how many were staged."""
+    table, batch = target.table, plan.batch_id
+    bodies = checked.bodies()
+    outbox = Outbox(table=table)
+    staged = 0
     try:
-        counts = checked.groupBy(sf.get("reasons", 0).alias("reason")).count().collect()
-        rows_in = sum(int(r["count"]) for r in counts)
-        by_reason = {r["reason"]: int(r["count"]) for r in counts if r["reason"] is not None}
-        rejected = sum(by_reason.values())
-        rejects = with_record_errors(spark, checked.filter(sf.size("reasons") > 0), path, header_fields(bulk),
-                                     by_reason.get(FIELD_COUNT_MISMATCH, 0))
-        write_rejects(rejects, str(rejects_path), rejects_format)
-        bodies = encode_transfers(checked.filter(sf.size("reasons") == 0), settings)
-        outbox = Outbox(table=table)
-        staged = 0
-        try:
-            # the batch record first: a concurrent run of the same batch waits on (PostgreSQL) or
-            # fails at (SQLite: locked, retried by the caller) this row, never stages it twice
-            if replace:
-                conn.execute(f"DELETE FROM {batches_table(table)} WHERE batch_id = {mark}", (batch,))
-            conn.execute(
-                f"INSERT INTO {batches_table(table)} (batch_id, source, digest, rows_in, staged, rejected, "
-                f"queue, staged_at) VALUES ({', '.join([mark] * 8)})",
-                (batch, str(path), digest, rows_in, 0, rejected, queue, now_ms()),
-            )
-            chunk: list[bytes] = []
-            for row in bodies.toLocalIterator():
-                chunk.append(bytes(row["body"]))
-                if len(chunk) >= CHUNK:
-                    staged += len(outbox.add_many(conn, chunk, queue=queue))
-                    chunk = []
-            if chunk:
-                staged += len(outbox.add_many(conn, chunk, queue=queue))
-            conn.execute(f"UPDATE {batches_table(table)} SET staged = {mark} WHERE batch_id = {mark}",
-                         (staged, batch))
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-    finally:
-        checked.unpersist()
-    log.info("ingest %s: %d rows in, %d staged in the outbox for %s, %d rejected", batch, rows_in, staged,
-             queue, rejected)
-    return IngestResult(batch, rows_in, staged, rejected, by_reason, str(rejects_path), STAGED, digest)
+        # the batch record first: a concurrent run of the same batch waits on (PostgreSQL) or
+        # fails at (SQLite: locked, retried by the caller) this row, never stages it twice
+        if replace:
+            conn.execute(f"DELETE FROM {batches_table(table)} WHERE batch_id = {mark}", (batch,))
+        conn.execute(
+            f"INSERT INTO {batches_table(table)} (batch_id, source, digest, rows_in, staged, rejected, "
+            f"queue, staged_at) VALUES ({', '.join([mark] * 8)})",
+            (batch, str(plan.path), plan.digest, checked.rows_in, 0, checked.rejected, target.queue,
+             now_ms()),
+        )
+        chunk: list[bytes] = []
+        for row in bodies.toLocalIterator():
+            chunk.append(bytes(row["body"]))
+            if len(chunk) >= CHUNK:
+                staged += len(outbox.add_many(conn, chunk, queue=target.queue))
+                chunk = []
+        if chunk:
+            staged += len(outbox.add_many(conn, chunk, queue=target.queue))
+        conn.execute(f"UPDATE {batches_table(table)} SET staged = {mark} WHERE batch_id = {mark}",
+                     (staged, batch))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return staged

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from babelq.errors import ConfigurationError
+from babelq.pipelines.bulk_files import CSV_RECORD, FIELD_COUNT_MISMATCH
 from babelq.pipelines.transfer_schema import field_schema
 from babelq.spark.schema_check import java_regex
 
@@ -31,11 +32,9 @@ FIELDS = (
 )
 OPTIONAL_FIELDS = ("requested_at", "ttl_seconds", "narrative")
 
-#: the column the CSV reader fills with a record's own text when its field count is not the
-#: header's (Spark's ``columnNameOfCorruptRecord``); :func:`normalise` names it ``csv_record``
-CSV_RECORD = "_csv_record"
-#: the reason of a CSV record with more or fewer fields than the header
-FIELD_COUNT_MISMATCH = "field_count_mismatch"
+__all__ = ["CSV_RECORD", "DIGITS", "FIELDS", "FIELD_COUNT_MISMATCH", "OPTIONAL_FIELDS", "Limits", "normalise",
+           "rule_columns", "validate"]
+
 
 DIGITS = r"^-?[0-9]{1,18}$"  # an amount cell as written: an integer, before it is read as a long
 

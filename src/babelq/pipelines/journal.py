@@ -119,10 +119,10 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def default_journal(rejects_path: str | Path) -> Path:
-    """``ingest-journal.db`` beside the rejects output (a local path)."""
+def default_journal(rejects_path: str | Path, name: str = "ingest-journal.db") -> Path:
+    """The journal file ``name`` beside the rejects output (a local path)."""
     text = str(rejects_path)
     if "://" in text and not text.startswith("file://"):
         raise ConfigurationError(
             f"--journal: the rejects go to {text}, not a local path; pass --journal PATH (a local file)")
-    return Path(text.removeprefix("file://")).resolve().parent / "ingest-journal.db"
+    return Path(text.removeprefix("file://")).resolve().parent / name

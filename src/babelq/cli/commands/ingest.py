@@ -8,8 +8,9 @@ it again, and a finished one publishes nothing and says so (see the batch journa
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from babelq.cli.commands import broker_argument, required_broker_url, write
 from babelq.cli.spark_options import (
@@ -23,7 +24,8 @@ from babelq.cli.spark_options import (
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
-    from babelq.pipelines.ingest import IngestResult
+    from babelq.pipelines.batch_runs import BatchResult
+    from babelq.pipelines.ingest_outbox import StagePlan
 
 
 def register(subparsers: Subparsers) -> None:
@@ -57,6 +59,14 @@ def register(subparsers: Subparsers) -> None:
         action="store_true",
         help="publish a batch the journal says is finished again (same meta.ids: consumers drop the copies)",
     )
+    outbox_arguments(parser)
+    progress_argument(parser)
+    spark_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def outbox_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--outbox URL`` and ``--outbox-table``: stage the batch for ``babelq relay`` instead."""
     parser.add_argument(
         "--outbox",
         metavar="URL",
@@ -64,36 +74,32 @@ def register(subparsers: Subparsers) -> None:
         "one transaction with the batch's record, instead of publishing; `babelq relay` publishes them",
     )
     parser.add_argument("--outbox-table", default="babelq_outbox", help="outbox table")
-    progress_argument(parser)
-    spark_arguments(parser)
-    parser.set_defaults(func=run)
 
 
-def run_outbox(args: argparse.Namespace) -> int:
-    """``--outbox``: validate and stage the batch in the outbox (babelq.pipelines.ingest_outbox)."""
+def run_staging(
+    args: argparse.Namespace, app_name: str, plan: Callable[[], StagePlan],
+    stage: Callable[[Any, StagePlan], BatchResult],
+) -> int:
+    """``--outbox``: ``plan`` the batch before Spark starts, then ``stage`` it in the outbox
+    (babelq.pipelines.ingest_outbox) unless it already is and ``--republish`` is not given."""
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
-    from babelq.pipelines.ingest_outbox import plan_staging, stage_ingest
 
     if args.broker or args.journal:
         raise ConfigurationError("--outbox: stages for `babelq relay`; give it without --broker or --journal")
     if args.ttl < 1:
         raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     check_before_spark(args)
-    plan = plan_staging(args.file, args.outbox, batch_id=args.batch_id, table=args.outbox_table)
-    if plan.staged is not None and not args.republish:
+    planned = plan()
+    if planned.staged is not None and not args.republish:
         write(
-            f"batch {plan.batch_id} is already staged in the outbox ({plan.staged:,} envelopes); nothing "
-            "staged now. Use --republish to stage it again.\n"
+            f"batch {planned.batch_id} is already staged in the outbox ({planned.staged:,} envelopes); "
+            "nothing staged now. Use --republish to stage it again.\n"
         )
         return 0
     show_progress()
-    spark = start_spark(args, "babelq-ingest", defaults=session_defaults(args))
-    result = stage_ingest(
-        spark, args.file, outbox_url=args.outbox, queue=args.queue, rejects_path=args.rejects,
-        ttl_seconds=args.ttl, rejects_format=args.rejects_format, table=args.outbox_table,
-        restage=args.republish, plan=plan,
-    )
+    spark = start_spark(args, app_name, defaults=session_defaults(args))
+    result = stage(spark, planned)
     lines = [
         f"batch {result.batch_id}: {result.rows_in:,} rows, {result.published:,} staged in the outbox "
         f"for {args.queue}, {result.rejected:,} rejected -> {result.rejects_path}"
@@ -103,15 +109,35 @@ def run_outbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_outbox(args: argparse.Namespace) -> int:
+    """``--outbox``: validate and stage the batch in the outbox (babelq.pipelines.ingest_outbox)."""
+    from babelq.pipelines.ingest_outbox import plan_staging, stage_ingest
+
+    return run_staging(
+        args, "babelq-ingest",
+        lambda: plan_staging(args.file, args.outbox, batch_id=args.batch_id, table=args.outbox_table),
+        lambda spark, plan: stage_ingest(
+            spark, args.file, outbox_url=args.outbox, queue=args.queue, rejects_path=args.rejects,
+            ttl_seconds=args.ttl, rejects_format=args.rejects_format, table=args.outbox_table,
+            restage=args.republish, plan=plan,
+        ),
+    )
+
+
 def _when(ms: int | None) -> str:
     if ms is None:
         return "an unknown time"
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def summary(result: IngestResult, queue: str) -> list[str]:
-    """What the run did, in the words an operator needs."""
-    from babelq.pipelines.ingest import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
+#: who drops the copies of a batch published again: (after a resume, after a republish)
+SETTLE_DROPS = ("settle drops the copies", "settle drops copies of what it already posted")
+
+
+def summary(result: BatchResult, queue: str, drops: tuple[str, str] = SETTLE_DROPS) -> list[str]:
+    """What the run did, in the words an operator needs; ``drops`` says who drops the copies of a
+    resumed and of a republished batch."""
+    from babelq.pipelines.batch_runs import ALREADY_PUBLISHED, REPUBLISHED, RESUMED
 
     before = result.previous
     if result.status == ALREADY_PUBLISHED and before is not None:
@@ -127,10 +153,10 @@ def summary(result: IngestResult, queue: str) -> list[str]:
     if result.status == RESUMED and before is not None:
         lines.append(
             f"  resumed: the run started at {_when(before.started_at)} was interrupted; the whole batch was "
-            "published again with the same meta.ids, and settle drops the copies"
+            f"published again with the same meta.ids, and {drops[0]}"
         )
     elif result.status == REPUBLISHED:
-        lines.append("  republished on request: same meta.ids; settle drops copies of what it already posted")
+        lines.append(f"  republished on request: same meta.ids; {drops[1]}")
     lines += [f"  {reason}: {n:,}" for reason, n in sorted(result.rejected_by_reason.items())]
     return lines
 
