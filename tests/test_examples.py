@@ -19,7 +19,9 @@ PYTHON_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py"))
 #: arguments an example needs to stay small (the payments pipeline's row count)
 ARGS = {"payments_pipeline.py": ["300"]}
 #: the examples that start Spark
-SPARK_EXAMPLES = ("payments_pipeline.py", "orders_pipeline.py", "orders_parquet_pipeline.py", "publish_orders.py")
+SPARK_EXAMPLES = (
+    "payments_pipeline.py", "orders_pipeline.py", "orders_parquet_pipeline.py", "publish_orders.py"
+)
 
 
 def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
