@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.idempotency.claims import ClaimTokens
 from babelq.idempotency.store import check_ttls
-from babelq.urls import redact, redact_text
+from babelq.urls import one_line, redact
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -63,10 +63,6 @@ def _describe_client(client: Redis[Any]) -> str:
     if "path" in options:
         return f"redis+unix://{options['path']}"
     return f"redis://{options.get('host', '?')}:{options.get('port', 6379)}/{options.get('db', 0)}"
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(redact_text(str(exc)).split()) or type(exc).__name__
 
 
 class RedisStore:
@@ -113,14 +109,14 @@ class RedisStore:
                 self.reconnects += 1
                 log.warning(
                     "idempotency store %s lost its connection during %s (%s); trying again",
-                    self.target, action, _one_line(exc),
+                    self.target, action, one_line(exc),
                 )  # fmt: skip
             except errors.RedisError as exc:  # Redis answered, but not usefully: still not the message
                 raise self._unavailable(action, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _unavailable(self, action: str, exc: BaseException) -> UnavailableError:
-        detail = _one_line(exc)
+        detail = one_line(exc)
         return UnavailableError(f"idempotency store {self.target} unavailable during {action}: {detail}")
 
     def seen(self, message_id: str) -> bool:
