@@ -16,7 +16,7 @@ ROOT = Path(babelq.__file__).resolve().parent
 
 #: top-level package or module -> its layer (lower imports nothing higher)
 LAYER = {
-    "errors": 0, "urls": 0, "envelope": 0,
+    "errors": 0, "urls": 0, "envelope": 0, "extras": 0,
     "bindings": 1,
     "transports": 2,
     "runtime": 3,

@@ -44,6 +44,7 @@ import time
 from typing import Any, Final
 
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.idempotency.claims import ClaimTokens
 from babelq.idempotency.store import check_ttls
 from babelq.urls import one_line, redact, redact_text
@@ -60,13 +61,7 @@ log = logging.getLogger(__name__)
 
 
 def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - the dev environment has psycopg
-        raise ConfigurationError(
-            f"PostgresStore needs psycopg: pip install 'babelq[postgres]' ({exc})"
-        ) from exc
-    return psycopg
+    return optional_import("psycopg", needed_for="PostgresStore")
 
 
 def _describe_conninfo(conninfo: str) -> str:

@@ -24,7 +24,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from babelq.errors import ConfigurationError, UnavailableError
+from babelq.errors import UnavailableError
+from babelq.extras import optional_import
 from babelq.idempotency.claims import ClaimTokens
 from babelq.idempotency.store import check_ttls
 from babelq.urls import one_line, redact
@@ -49,13 +50,7 @@ T = TypeVar("T")
 
 
 def _redis_module() -> Any:
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - the dev environment has redis
-        raise ConfigurationError(
-            f"RedisStore needs the redis client: pip install 'babelq[redis]' ({exc})"
-        ) from exc
-    return redis
+    return optional_import("redis", needed_for="RedisStore")
 
 
 def _describe_client(client: Redis[Any]) -> str:

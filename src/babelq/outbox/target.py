@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.outbox.schema import Dialect
 from babelq.urls import one_line, redact, sqlite_file
 
@@ -67,12 +68,7 @@ def connect(url: str, *, option: str = "url", autocommit: bool = False) -> Any:
         except sqlite3.DatabaseError as exc:
             raise ConfigurationError(f"{option}: {path} is not an SQLite database ({exc})") from None
         return conn
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"{option}: a PostgreSQL outbox needs psycopg: pip install 'babelq[postgres]' ({exc})"
-        ) from exc
+    psycopg = optional_import("psycopg", needed_for=f"{option}: a PostgreSQL outbox")
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.OperationalError as exc:

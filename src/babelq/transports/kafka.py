@@ -37,7 +37,6 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import re
 import threading
@@ -52,6 +51,7 @@ from babelq.bindings import kafka as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError, DecodeError, UnavailableError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions, option
 from babelq.urls import redact_text
@@ -420,7 +420,7 @@ class KafkaTransport(BaseTransport):
     # -- clients ----------------------------------------------------------------------------------
     def _lib(self) -> Any:
         if self._module is None:
-            self._module = importlib.import_module("confluent_kafka")  # lazy: only when used
+            self._module = optional_import("confluent_kafka", needed_for="url: the 'kafka' transport")
         return self._module
 
     def _check_open(self) -> None:

@@ -75,6 +75,7 @@ from babelq.bindings import pulsar as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
 from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
 from babelq.urls import one_line, redact, split_url
@@ -290,13 +291,7 @@ class PulsarTransport(BaseTransport):
     # -- the client ------------------------------------------------------------------------
     @staticmethod
     def _module() -> Any:
-        try:
-            import pulsar  # lazy: only needed when this transport is used
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"url: the 'pulsar' transport needs pulsar-client: pip install 'babelq[pulsar]' ({exc})"
-            ) from exc
-        return pulsar
+        return optional_import("pulsar", needed_for="url: the 'pulsar' transport")
 
     def _pulsar_client(self) -> Any:
         """The client, built on first use (constructing it opens no connection yet)."""

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.transports.redis_connection import (
     CONNECT_TIMEOUT,
     PublishItem,
@@ -55,21 +55,16 @@ class RedisAsyncWriter:
         loop = asyncio.get_running_loop()
         found = self._clients.get(loop)
         if found is None:
-            try:
-                import redis.asyncio
-            except ImportError as exc:  # pragma: no cover - depends on the installation
-                raise ConfigurationError(
-                    "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
-                ) from exc
+            aioredis = optional_import("redis.asyncio", needed_for="url: the redis transport")
             # a burst of concurrent publishes waits for a connection instead of failing past the
             # pool's size (the default pool raises "Too many connections")
-            pool: Any = redis.asyncio.BlockingConnectionPool.from_url(
+            pool: Any = aioredis.BlockingConnectionPool.from_url(
                 self.transport.url,
                 max_connections=_MAX_CONNECTIONS,
                 timeout=_POOL_WAIT_S,
                 socket_connect_timeout=CONNECT_TIMEOUT,
             )
-            client = redis.asyncio.Redis(connection_pool=pool)
+            client = aioredis.Redis(connection_pool=pool)
             found = self._clients[loop] = _LoopClient(client, pool)
         return found
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.urls import redact, redact_text
 
@@ -164,15 +165,11 @@ def driver_errors(
 
 def _new_client(url: str) -> Redis[bytes]:
     """A redis-py client for ``url``; a URL redis-py cannot use is a ConfigurationError."""
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise ConfigurationError(
-            "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
-        ) from exc
+    redis = optional_import("redis", needed_for="url: the redis transport")
     try:
         # A socket_connect_timeout in the URL wins over this keyword (redis-py merges so).
-        return redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+        client: Redis[bytes] = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+        return client
     except ValueError as exc:
         detail = " ".join(redact_text(str(exc)).split())
         raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc

@@ -105,7 +105,7 @@ def _import_app_module(spec: str, module_name: str) -> Any:
                 f"--app {spec!r}: no module named {missing!r} (run from the directory that holds it, "
                 "or add that directory to PYTHONPATH)"
             ) from exc
-        from babelq.cli.main import missing_extra
+        from babelq.extras import missing_extra
 
         fix = missing_extra(exc) or "install what it needs"
         raise ConfigurationError(f"--app {spec!r}: importing {module_name!r} failed: {exc}; {fix}") from exc
