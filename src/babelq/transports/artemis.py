@@ -57,7 +57,13 @@ from urllib.parse import quote, unquote
 from babelq.bindings import artemis as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, UnavailableError
+from babelq.errors import (
+    BabelqError,
+    ConfigurationError,
+    DecodeError,
+    PublishNotConfirmedError,
+    UnavailableError,
+)
 from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.keepalive import start_keepalive
@@ -121,8 +127,9 @@ class ArtemisOptions(URLOptions):
     """``artemis+ssl://`` only: CA bundle."""
 
 
-class ArtemisPublishError(BabelqError):
-    """The broker refused (rejected/released/modified) a published message."""
+#: The broker refused (rejected/released/modified) or never confirmed a published message;
+#: the name the Artemis docs use for the one class every transport raises.
+ArtemisPublishError = PublishNotConfirmedError
 
 
 def _proton() -> Any:

@@ -50,7 +50,7 @@ from urllib.parse import unquote
 from babelq.bindings import kafka as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import ConfigurationError, DecodeError, UnavailableError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError, UnavailableError
 from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions, option
@@ -90,8 +90,9 @@ _CLIENT_OPTIONS = {
 Headers = list[tuple[str, bytes | None]]
 
 
-class KafkaDeliveryError(UnavailableError):
-    """The broker did not confirm a write (an error report, or none within ``delivery_timeout``)."""
+#: The broker did not confirm a write (an error report, or none within ``delivery_timeout``);
+#: the name the Kafka docs use for the one class every transport raises.
+KafkaDeliveryError = PublishNotConfirmedError
 
 
 def tier_topic(queue: str, n: int) -> str:

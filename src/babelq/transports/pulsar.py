@@ -74,7 +74,7 @@ from urllib.request import Request, urlopen
 from babelq.bindings import pulsar as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
 from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
@@ -509,12 +509,12 @@ class PulsarTransport(BaseTransport):
         except Exception as exc:
             raise self._fail("send a batch to", topic, exc) from exc
         if not all_sent.wait(self.operation_timeout):
-            raise PulsarError(
+            raise PublishNotConfirmedError(
                 f"pulsar: {pending[0]} of {len(prepared)} messages to {topic} were not confirmed "
                 f"within {self.operation_timeout} s"
             )
         if failures:
-            raise PulsarError(
+            raise PublishNotConfirmedError(
                 f"pulsar: the broker refused {len(failures)} of {len(prepared)} messages to {topic} "
                 f"({failures[0]})"
             )
