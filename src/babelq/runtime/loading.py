@@ -26,8 +26,7 @@ def load_object(spec: str, *, option: str, example: str, default_attr: str | Non
 
     ``example`` is a spec shown when ``spec`` is malformed.
     """
-    module_part, sep, attr = spec.partition(":")
-    attr = attr if sep else ""
+    module_part, _, attr = spec.partition(":")
     attr = attr or default_attr or ""
     if not module_part or not attr:
         raise ConfigurationError(
