@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from babelq.urls import MASK, redact, redact_text, split_url
+from babelq.errors import UnavailableError
+from babelq.urls import MASK, one_line, redact, redact_text, split_url
 
 SECRET = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=4, max_size=20).map(
     lambda s: "Zq" + s  # never a substring of the fixed parts of the URL
@@ -112,3 +113,29 @@ def test_the_cluster_guard_reads_past_a_multi_host_broker_url() -> None:
 
     assert sqlite_file("kafka://b1:9092,[::1]:9093") is None
     assert sqlite_file("sqlite:///var/q.db") == "/var/q.db"
+
+
+def test_one_line_of_an_exception_is_redacted_collapsed_and_never_empty() -> None:
+    exc = RuntimeError("cannot reach\n  redis://:pw@h:6379/0\tnow")
+    assert one_line(exc) == f"cannot reach redis://:{MASK}@h:6379/0 now"
+    assert one_line(KeyError()) == "KeyError"
+    assert one_line(ValueError(" \n ")) == "ValueError"
+
+
+def test_one_line_first_line_drops_a_driver_s_multi_line_hint() -> None:
+    exc = RuntimeError('\n  connection failed: password=pw\nHINT: is the server running?\n')
+    assert one_line(exc, first_line=True) == f"connection failed: password={MASK}"
+    assert one_line(RuntimeError("  \n"), first_line=True) == "RuntimeError"
+
+
+def test_one_line_typed_names_the_type_except_for_an_unavailable_error() -> None:
+    assert one_line(ValueError("bad\nvalue"), typed=True) == "ValueError: bad value"
+    assert one_line(ValueError(), typed=True) == "ValueError"
+    assert one_line(UnavailableError("redis://:pw@h down"), typed=True) == f"redis://:{MASK}@h down"
+    assert one_line(UnavailableError(), typed=True) == "UnavailableError"
+
+
+def test_one_line_of_a_string_escapes_control_characters_and_keeps_the_rest() -> None:
+    assert one_line("queue") == "queue"
+    assert one_line("a\nb\tc") == "a\\nb\\tc"
+    assert one_line("password=pw") == "password=pw"  # the caller's text, already safe to show

@@ -62,3 +62,14 @@ class UnavailableError(BabelqError):
     ``__cause__``); a handler may raise it to say "put this back, my dependency is down".
     Its text never holds a password (URLs in it are redacted).
     """
+
+
+class PublishNotConfirmedError(UnavailableError):
+    """The broker did not confirm that it stored a published message.
+
+    It refused the write (a nack, a rejected or released outcome, a failed delivery report, a
+    returned unroutable message) or no confirmation came in time. Either way it is the broker's
+    failure, never the message's: on every transport this is an :class:`UnavailableError`, so
+    the runtime puts the message being handled back instead of counting an attempt. Part of a
+    batch may have been stored (at-least-once).
+    """

@@ -8,6 +8,8 @@ Broker and database URLs carry passwords (``redis://:s3cret@host``, ``amqp://use
 * :func:`redact_text` for free text that may quote URLs (an exception from a client library,
   a traceback line), so an error can be passed through without leaking what it quotes.
 
+:func:`one_line` builds on them: an error (or a value quoted in one) as a single line.
+
 Both keep everything a person needs to recognise the target (scheme, user, host, port, path)
 and replace only the secret with ``***``.
 """
@@ -18,7 +20,7 @@ import re
 from collections.abc import Collection
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, UnavailableError
 
 #: Query parameters that hold secrets (lower-case), redacted by value. The transports' secret
 #: options are here too (Kafka's SASL password, Service Bus keys, AWS session tokens), so one
@@ -121,6 +123,28 @@ def redact_text(text: str) -> str:
     if "=" in text:
         text = _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", text)
     return text
+
+
+def one_line(what: BaseException | str, *, first_line: bool = False, typed: bool = False) -> str:
+    """``what`` as one line for an error message or a log line.
+
+    A string is text the caller already made safe (a redacted URL, a value quoted back): it
+    keeps every character, control characters escaped, so the person sees exactly what they
+    wrote. An exception becomes its text redacted (:func:`redact_text`) with whitespace
+    collapsed, or its type name when it has no text; ``first_line`` keeps only the first line
+    (database drivers append multi-line hints); ``typed`` leads with the type name, except for
+    an :class:`~babelq.errors.UnavailableError`, whose text already says what failed.
+    """
+    if isinstance(what, str):
+        return what if what.isprintable() else repr(what)[1:-1]
+    text = str(what)
+    if first_line:
+        text = (text.strip().splitlines() or [""])[0]
+    text = " ".join(redact_text(text).split())
+    name = type(what).__name__
+    if typed and not isinstance(what, UnavailableError):
+        return f"{name}: {text}" if text else name
+    return text or name
 
 
 def sqlite_file(url: str, option: str) -> str:

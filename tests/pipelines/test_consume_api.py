@@ -47,7 +47,7 @@ def test_app_specs_that_name_nothing_usable_are_refused_by_option(tmp_path: Path
     cases = {
         f"{tmp_path}/missing.py": "no file",
         f"{tmp_path}/not_a_pipeline.py": "pipeline is a int, not a babelq.pipelines.consume.Pipeline",
-        f"{tmp_path}/broken.py:pipeline": "importing it failed: RuntimeError: boom",
+        f"{tmp_path}/broken.py:pipeline": "importing '.*broken.py' failed: RuntimeError: boom",
         f"{EXAMPLE}:nope": "has no attribute 'nope'",
         "no_such_module_here:pipeline": "no module named 'no_such_module_here'",
         ":pipeline": "expected MODULE:ATTR",

@@ -144,3 +144,28 @@ def test_a_running_worker_says_what_it_consumes_and_exits_with_plain_counters(ap
     stats = json.loads(out.strip().splitlines()[-1])
     assert stats["handled"] == 1
     assert not [k for k in stats if k.startswith("latency.")]
+
+
+def test_worker_loads_an_app_from_a_py_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--app examples/worker_app.py:app``: a path, as ``babelq consume --app`` takes one."""
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    monkeypatch.delitem(sys.modules, "worker_app", raising=False)
+    url = f"sqlite:///{tmp_path}/q.db"
+    transport = open_transport(url)
+    for n in range(3):
+        order = {"order_id": f"o{n}", "amount_cents": 100 + n}
+        transport.publish("orders", make("urn:babel:orders:created", order, queue="orders").encode())
+    transport.close()
+
+    code = main(["worker", "--broker", url, "--app", "examples/worker_app.py:app", "--until-empty"])
+    sys.modules.pop("worker_app", None)
+
+    assert code == 0
+    stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stats["handled"] == 3
+    transport = open_transport(url)
+    assert transport.size("orders") == 0 and transport.size("shipping") == 3
+    transport.close()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from babelq.envelope import make
-from babelq.errors import UnavailableError
+from babelq.errors import PublishNotConfirmedError, UnavailableError
 from babelq.idempotency.middleware import IdempotencyMiddleware
 from babelq.idempotency.postgres_store import PostgresStore
 from babelq.runtime import App, Message
@@ -85,6 +85,33 @@ def test_a_handler_raising_unavailable_puts_the_message_back_unchanged(
     assert stats["failed"] == 0 and stats["dead_lettered"] == 0
     lines = [r for r in caplog.records if "ledger database" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING and lines[0].exc_info is None
+
+
+def _publish_not_confirmed_errors() -> list[type[Exception]]:
+    from babelq.transports.amqp import AMQPPublishError
+    from babelq.transports.artemis import ArtemisPublishError
+    from babelq.transports.kafka import KafkaDeliveryError
+
+    return [PublishNotConfirmedError, AMQPPublishError, ArtemisPublishError, KafkaDeliveryError]
+
+
+@pytest.mark.parametrize("error", _publish_not_confirmed_errors(), ids=lambda cls: cls.__name__)
+def test_a_publish_the_broker_did_not_confirm_puts_the_message_back_on_every_broker(
+    error: type[Exception], transport: RecordingTransport, make_app: Callable[..., App]
+) -> None:
+    """A downstream publish that was refused or never confirmed is the broker's failure."""
+    assert error is PublishNotConfirmedError and issubclass(error, UnavailableError)
+    app = make_app(max_attempts=1)
+
+    def handler(message: Message) -> None:
+        raise error("the write to 'shipping' was not confirmed within 30.0s")
+
+    app.register(URN, handler)
+    [body] = publish(transport, 1)
+    assert app.drain() == 1
+    assert transport.named("dead_letter") == [] and transport.named("retry") == []
+    assert transport.peek_all("q") == [body]
+    assert app.stats()["unavailable"] == 1
 
 
 def test_a_message_put_back_is_handled_once_the_dependency_is_back(

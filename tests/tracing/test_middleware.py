@@ -211,7 +211,7 @@ def test_importing_the_package_does_not_import_opentelemetry() -> None:
 
 
 def test_without_opentelemetry_the_error_says_how_to_get_it() -> None:
-    expected = r"tracing: needs the opentelemetry-api package .*babelq\[otel\]"
+    expected = r"tracing: the OpenTelemetry API needs the optional dependency .*babelq\[otel\]"
     with pytest.raises(ConfigurationError, match=expected):
         require("opentelemetry_not_installed_here")
 

@@ -30,7 +30,7 @@ import pulsar as real_pulsar  # the installed client, imported before any test s
 import pytest
 
 from babelq.envelope import make
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, PublishNotConfirmedError
 from babelq.transports import open_transport
 from babelq.transports.base import Outgoing
 from babelq.transports.pulsar import PulsarError, PulsarTransport
@@ -218,7 +218,7 @@ def test_pulsar_fake_publish_many_is_pipelined_and_refusals_raise(
     [(_, _, options)] = broker.calls_named("create_producer")
     assert options == {"block_if_queue_full": True}
     broker.fail_sends = 2
-    with pytest.raises(PulsarError) as caught:
+    with pytest.raises(PublishNotConfirmedError) as caught:
         pulsar_t.publish_many("batch", [Outgoing(_body("c", i)) for i in range(4)])
     message = str(caught.value)
     assert message.startswith(

@@ -29,6 +29,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from babelq.extras import missing_extra
+
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
 
@@ -38,19 +40,6 @@ COMMANDS: Final = (
     "encode", "inspect", "conformance", "worker", "demo", "ingest", "publish", "settle", "consume", "dlq",
     "outbox", "relay",
 )
-
-#: Top-level module of an optional dependency -> the extra that installs it.
-EXTRAS: Final = {
-    "pyspark": "spark",
-    "pyarrow": "spark",
-    "pandas": "spark",
-    "redis": "redis",
-    "boto3": "sqs",
-    "botocore": "sqs",
-    "psycopg": "postgres",
-    "psycopg_binary": "postgres",
-    "jsonschema": "schema",
-}
 
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
@@ -74,15 +63,6 @@ _WRAPPER_NOISE = (
     "An error occurred while calling",
     "Return Message:",
 )
-
-
-def missing_extra(exc: ImportError) -> str | None:
-    """The install hint for an ImportError caused by a missing optional dependency, else None."""
-    name = getattr(exc, "name", None) or ""
-    extra = EXTRAS.get(name.partition(".")[0])
-    if extra is None:
-        return None
-    return f"needs the optional dependency {name!r}: pip install 'babelq[{extra}]'"
 
 
 def _root_cause(lines: Sequence[str]) -> tuple[str, str] | None:

@@ -38,7 +38,7 @@ import orjson
 
 from babelq.envelope.limits import SHALLOW_JSON_BYTES, TOO_DEEP_REASON, too_deep, with_fresh_stack
 from babelq.envelope.payload import NEEDS_STD_ENCODER, fast_flags
-from babelq.errors import DecodeError
+from babelq.errors import BabelqError, DecodeError
 
 _std_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -78,7 +78,7 @@ def _finite_int(text: str) -> int:
 _std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_int=_finite_int, parse_constant=_no_constant)
 
 
-class TooDeepError(ValueError):
+class TooDeepError(BabelqError, ValueError):
     """Internal: a document nested deeper than the limit was about to be written."""
 
 

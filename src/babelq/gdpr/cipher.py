@@ -23,7 +23,7 @@ import binascii
 import os
 from typing import Any, Protocol, runtime_checkable
 
-from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.gdpr.errors import UndecryptableError
 from babelq.gdpr.keys import Keyring
 
@@ -41,13 +41,8 @@ class Cipher(Protocol):
 
 
 def _aesgcm() -> Any:
-    try:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigurationError(
-            "GDPR field encryption needs the 'cryptography' package: pip install 'babelq[gdpr]'"
-        ) from None
-    return AESGCM
+    aead = optional_import("cryptography.hazmat.primitives.ciphers.aead", needed_for="GDPR field encryption")
+    return aead.AESGCM
 
 
 class AesGcmCipher:

@@ -44,9 +44,10 @@ import time
 from typing import Any, Final
 
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.idempotency.claims import ClaimTokens
 from babelq.idempotency.store import check_ttls
-from babelq.urls import redact, redact_text
+from babelq.urls import one_line, redact, redact_text
 
 DEFAULT_TABLE: Final = "babelq_idempotency"
 #: Seconds between two attempts to connect to a database that refused the last one.
@@ -60,17 +61,7 @@ log = logging.getLogger(__name__)
 
 
 def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:  # pragma: no cover - the dev environment has psycopg
-        raise ConfigurationError(
-            f"PostgresStore needs psycopg: pip install 'babelq[postgres]' ({exc})"
-        ) from exc
-    return psycopg
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(redact_text(str(exc)).split()) or type(exc).__name__
+    return optional_import("psycopg", needed_for="PostgresStore")
 
 
 def _describe_conninfo(conninfo: str) -> str:
@@ -124,7 +115,7 @@ class PostgresStore:
                 given = psycopg.conninfo.conninfo_to_dict(conninfo)
             except psycopg.Error as exc:
                 raise ConfigurationError(
-                    f"conninfo: not a usable PostgreSQL connection string: {_one_line(exc)}"
+                    f"conninfo: not a usable PostgreSQL connection string: {one_line(exc)}"
                 ) from exc
             if "connect_timeout" not in given:
                 self._connect_options["connect_timeout"] = CONNECT_TIMEOUT
@@ -198,7 +189,7 @@ class PostgresStore:
 
     # -- connection handling ---------------------------------------------------------------
     def _unavailable(self, action: str, exc: BaseException) -> UnavailableError:
-        detail = _one_line(exc)
+        detail = one_line(exc)
         errors = self._psycopg.errors
         if isinstance(exc, errors.UndefinedTable | errors.UndefinedColumn):  # not made, or by an older babelq
             detail += f" (PostgresStore(table={self._table!r}).migrate() creates or upgrades the table)"
@@ -288,7 +279,7 @@ class PostgresStore:
                         raise self._unavailable(name, exc) from exc
                     log.warning(
                         "idempotency store %s lost a connection during %s (%s); reconnecting",
-                        self.target, name, _one_line(exc),
+                        self.target, name, one_line(exc),
                     )  # fmt: skip
                     with self._state:
                         self._retry_at = 0.0  # the server was there a moment ago: try at once

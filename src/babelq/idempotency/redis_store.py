@@ -24,10 +24,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from babelq.errors import ConfigurationError, UnavailableError
+from babelq.errors import UnavailableError
+from babelq.extras import optional_import
 from babelq.idempotency.claims import ClaimTokens
 from babelq.idempotency.store import check_ttls
-from babelq.urls import redact, redact_text
+from babelq.urls import one_line, redact
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -49,13 +50,7 @@ T = TypeVar("T")
 
 
 def _redis_module() -> Any:
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - the dev environment has redis
-        raise ConfigurationError(
-            f"RedisStore needs the redis client: pip install 'babelq[redis]' ({exc})"
-        ) from exc
-    return redis
+    return optional_import("redis", needed_for="RedisStore")
 
 
 def _describe_client(client: Redis[Any]) -> str:
@@ -63,10 +58,6 @@ def _describe_client(client: Redis[Any]) -> str:
     if "path" in options:
         return f"redis+unix://{options['path']}"
     return f"redis://{options.get('host', '?')}:{options.get('port', 6379)}/{options.get('db', 0)}"
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(redact_text(str(exc)).split()) or type(exc).__name__
 
 
 class RedisStore:
@@ -113,14 +104,14 @@ class RedisStore:
                 self.reconnects += 1
                 log.warning(
                     "idempotency store %s lost its connection during %s (%s); trying again",
-                    self.target, action, _one_line(exc),
+                    self.target, action, one_line(exc),
                 )  # fmt: skip
             except errors.RedisError as exc:  # Redis answered, but not usefully: still not the message
                 raise self._unavailable(action, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _unavailable(self, action: str, exc: BaseException) -> UnavailableError:
-        detail = _one_line(exc)
+        detail = one_line(exc)
         return UnavailableError(f"idempotency store {self.target} unavailable during {action}: {detail}")
 
     def seen(self, message_id: str) -> bool:

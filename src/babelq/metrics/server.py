@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.metrics.latency import LatencyMiddleware, histogram
 
 if TYPE_CHECKING:
@@ -62,12 +63,7 @@ def counter_lines(snapshot: Mapping[str, int], queue: str) -> list[str]:
 
 
 def _client() -> Any:
-    try:
-        return importlib.import_module("prometheus_client")
-    except ImportError:
-        raise ConfigurationError(
-            "metrics: prometheus_client is not installed; install the extra: pip install 'babelq[metrics]'"
-        ) from None
+    return optional_import("prometheus_client", needed_for="metrics: the Prometheus endpoint")
 
 
 class _CounterCollector:

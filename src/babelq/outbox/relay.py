@@ -47,8 +47,9 @@ from babelq.errors import BabelqError, ConfigurationError
 from babelq.outbox.failpoint import AFTER_PUBLISH, failpoint
 from babelq.outbox.relay_store import Claim, RelayStore, Row, open_relay_store
 from babelq.outbox.schema import DEFAULT_TABLE
-from babelq.runtime.outage import RetryPause, broker_label, is_unavailable, one_line
+from babelq.runtime.outage import RetryPause, broker_label, is_unavailable
 from babelq.transports import Outgoing, Transport, open_transport
+from babelq.urls import one_line
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ class Relay:
             log.warning(
                 "outbox: could not mark %d published rows (they will be published again): %s",
                 len(published),
-                one_line(exc),
+                one_line(exc, typed=True),
             )
             self.store.abandon(claim)
             return
@@ -220,7 +221,7 @@ class Relay:
                 for row in rows:
                     self._publish_run(queue, [row], now, published, failed)
                 return
-            error = one_line(exc)
+            error = one_line(exc, typed=True)
             log.warning(
                 "outbox: row %d for queue %r refused by %s, marked failed: %s",
                 rows[0].id,
@@ -262,7 +263,7 @@ class Relay:
                     "outbox relay: unavailable (attempt %d, retrying in %.1f s): %s",
                     self._pauses.failures,
                     delay,
-                    one_line(exc),
+                    one_line(exc, typed=True),
                 )
                 self._stopping.wait(delay)
                 continue

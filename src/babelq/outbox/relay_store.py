@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 from babelq.envelope import now_ms
 from babelq.errors import UnavailableError
 from babelq.outbox.schema import DEFAULT_TABLE, FAILED, PENDING, PUBLISHED, STATUSES, check_table
-from babelq.outbox.target import close_quietly, connect, dialect_of_url, one_line, sqlite_path
-from babelq.urls import redact
+from babelq.outbox.target import close_quietly, connect, dialect_of_url, sqlite_path
+from babelq.urls import one_line, redact
 
 T = TypeVar("T")
 
@@ -253,7 +253,7 @@ class PostgresRelayStore(RelayStore):
     def _unavailable(self, exc: BaseException) -> UnavailableError:
         close_quietly(self.conn)  # a broken connection is replaced on the next call
         self.conn = None
-        return UnavailableError(f"outbox {self.shown}: {one_line(exc)}")
+        return UnavailableError(f"outbox {self.shown}: {one_line(exc, first_line=True)}")
 
     def _guard(self, action: Callable[[Any], T]) -> T:
         conn = self._c()

@@ -32,6 +32,9 @@ from babelq.errors import ConfigurationError
 DEFAULT_TABLE = "babelq_outbox"
 PENDING, PUBLISHED, FAILED = "pending", "published", "failed"
 STATUSES = (PENDING, PUBLISHED, FAILED)
+#: the columns an outbox writer fills, in the order of a :data:`babelq.outbox.writer.Row` (the
+#: row id, status and attempts take their defaults)
+COLUMNS = ("queue", "body", "headers", "message_id", "created_at", "deliver_at")
 
 Dialect = Literal["sqlite", "postgres"]
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from babelq.errors import ConfigurationError
+from babelq.outbox.schema import COLUMNS
 
 
 def _insert(table: str, rows: Sequence[Sequence[Any]]) -> tuple[Any, list[dict[str, Any]]]:
@@ -21,8 +22,6 @@ def _insert(table: str, rows: Sequence[Sequence[Any]]) -> tuple[Any, list[dict[s
         from sqlalchemy import table as table_of
     except ImportError:  # pragma: no cover - a SQLAlchemy object was passed, so it is installed
         raise ConfigurationError("session: SQLAlchemy is not importable") from None
-    from babelq.outbox.writer import COLUMNS
-
     target = table_of(table, *(column(name) for name in (*COLUMNS, "id")))
     values = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
     return insert(target).returning(target.c.id), values

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from babelq.errors import ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.outbox.schema import Dialect
-from babelq.urls import redact, redact_text, sqlite_file
+from babelq.urls import one_line, redact, sqlite_file
 
 #: seconds an SQLite connection waits for another writer's lock before giving up
 SQLITE_BUSY_TIMEOUT = 30.0
@@ -37,11 +38,6 @@ def dialect_of_url(url: str, option: str = "url") -> Dialect:
 
 def sqlite_path(url: str, option: str = "--outbox") -> str:
     return sqlite_file(url, option) if url.startswith("sqlite://") else url
-
-
-def one_line(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return " ".join(redact_text(first).split()) or type(exc).__name__
 
 
 def connect(url: str, *, option: str = "url", autocommit: bool = False) -> Any:
@@ -72,19 +68,14 @@ def connect(url: str, *, option: str = "url", autocommit: bool = False) -> Any:
         except sqlite3.DatabaseError as exc:
             raise ConfigurationError(f"{option}: {path} is not an SQLite database ({exc})") from None
         return conn
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"{option}: a PostgreSQL outbox needs psycopg: pip install 'babelq[postgres]' ({exc})"
-        ) from exc
+    psycopg = optional_import("psycopg", needed_for=f"{option}: a PostgreSQL outbox")
     try:
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT)
     except psycopg.OperationalError as exc:
-        raise UnavailableError(f"outbox {redact(url)}: {one_line(exc)}") from exc
+        raise UnavailableError(f"outbox {redact(url)}: {one_line(exc, first_line=True)}") from exc
     except psycopg.ProgrammingError as exc:
         raise ConfigurationError(
-            f"{option}: {redact(url)!r} is not a usable PostgreSQL URL: {one_line(exc)}"
+            f"{option}: {redact(url)!r} is not a usable PostgreSQL URL: {one_line(exc, first_line=True)}"
         ) from None
 
 

@@ -23,12 +23,10 @@ from typing import Any
 
 from babelq.envelope import Envelope, decode, now_ms
 from babelq.errors import ConfigurationError, EnvelopeError
-from babelq.outbox.schema import DEFAULT_TABLE, Dialect, check_table, dialect_of, init_schema
+from babelq.outbox.schema import COLUMNS, DEFAULT_TABLE, Dialect, check_table, dialect_of, init_schema
 from babelq.outbox.target import close_quietly, connect
 from babelq.runtime.middleware import Publication, PublishMiddleware, compose_publish
 
-#: the columns :meth:`Outbox.add` writes, in the order of a :data:`Row`
-COLUMNS = ("queue", "body", "headers", "message_id", "created_at", "deliver_at")
 Row = tuple[str, bytes, str | None, str | None, int, int]
 
 

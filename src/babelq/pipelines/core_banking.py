@@ -46,7 +46,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from babelq.errors import ConfigurationError
+from babelq.errors import BabelqError, ConfigurationError
 from babelq.pipelines.ledger import Posting
 
 TRANSIENT_SUFFIX = "0000"
@@ -62,7 +62,7 @@ SIMULATED_RULES = (
 SIMULATED_DESCRIPTION = f"{SIMULATED} ({SIMULATED_RULES})"
 
 
-class CoreBankingError(Exception):
+class CoreBankingError(BabelqError):
     """A transfer core banking did not accept this time (the message is retried, then dead-lettered)."""
 
 

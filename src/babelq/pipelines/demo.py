@@ -15,22 +15,22 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from babelq.envelope import dlq_name, uuid4
-from babelq.pipelines.dlq import Triage, triage
-from babelq.pipelines.generator import GeneratedFile, generate_bulk_file, poison_bodies
-from babelq.pipelines.ingest import IngestResult, ingest
+from babelq.pipelines.demo_result import POISON_CAUSES, Check, DemoResult
+from babelq.pipelines.dlq import triage
+from babelq.pipelines.generator import generate_bulk_file, poison_bodies
+from babelq.pipelines.ingest import ingest
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.money import Tally, format_minor
 from babelq.pipelines.progress import Progress, SettleProgress
 from babelq.pipelines.report import write_report
 from babelq.pipelines.report.export import ExportError, export_report, missing_note, resolve_export
-from babelq.pipelines.settle import SettleQuery, SettleRun, prepare_settle
+from babelq.pipelines.settle import SettleQuery, prepare_settle
 from babelq.pipelines.stages import StageClock
-from babelq.pipelines.value_reconciliation import ValueLine, value_lines
+from babelq.pipelines.value_reconciliation import ValueLine
 from babelq.spark.session import DRIVER_JVM_FLAGS
 from babelq.transports import Outgoing, open_transport
 from babelq.urls import redact
@@ -66,109 +66,6 @@ QUICK_JIT_BELOW = 600_000
 def demo_spark_conf(rows: int) -> dict[str, str]:
     """The Spark settings the demo starts its session with for a file of ``rows`` payments."""
     return dict(DEMO_SPARK_CONF) if rows < QUICK_JIT_BELOW else {}
-
-#: dead-letter causes of the bodies the demo injects: not rows of the file, no value
-POISON_CAUSES = ("poison", "unsupported")
-
-
-@dataclass(slots=True)
-class Check:
-    name: str
-    expected: int
-    actual: int
-
-    @property
-    def ok(self) -> bool:
-        return self.expected == self.actual
-
-
-@dataclass(frozen=True, slots=True)
-class Line:
-    """A line of the row reconciliation: ``level`` 0 is a total, 1 a part of it, 2 a part of a part;
-    ``subtotal`` lines sum the level below them."""
-
-    label: str
-    count: int
-    level: int = 0
-    subtotal: bool = False
-
-
-@dataclass(slots=True)
-class DemoResult:
-    out: Path
-    broker: str
-    queue: str
-    generated: GeneratedFile
-    ingest: IngestResult
-    settle: SettleRun
-    triage: Triage
-    ledger_entries: int
-    ledger_references: int
-    doubles: list[tuple[str, int]]
-    clock: StageClock
-    checks: list[Check] = field(default_factory=list)
-    report: Path | None = None
-    seconds: float = 0.0
-    ledger: str = ""  #: the ledger (redacted) and, for one the demo did not create, its tables' prefix
-    started_at: float = 0.0  #: epoch seconds
-    finished_at: float = 0.0  #: epoch seconds, when the reconciliation was done (before the report)
-    master: str = ""  #: the Spark master the run used
-    #: the ledger's own totals: currency -> (entries, sum of amount_cents)
-    posted_by_currency: dict[str, tuple[int, int]] = field(default_factory=dict)
-    exported: Path | None = None  #: the PNG or PDF of the report
-    export_note: str = ""  #: why there is none (no Chromium, or what Chromium said)
-
-    @property
-    def balanced(self) -> bool:
-        return all(c.ok for c in self.checks) and not self.doubles
-
-    def breakdown(self) -> list[Line]:
-        """Where every file row went, then where every injected poison body went."""
-        by_cause = self.dlq_by_cause()
-        rejected = sorted(self.ingest.rejected_by_reason.items())
-        dead = sorted((c, n) for c, n in by_cause.items() if c not in POISON_CAUSES)
-        lines = [Line("rows in (bulk file)", self.generated.rows)]
-        lines.append(Line("rejected at ingest", sum(n for _, n in rejected), 1, True))
-        lines += [Line(r, n, 2) for r, n in rejected]
-        lines.append(Line("posted to the ledger", self.ledger_entries, 1))
-        lines.append(Line("dead-lettered", sum(n for _, n in dead), 1, True))
-        lines += [Line(c, n, 2) for c, n in dead]
-        lines.append(Line("poison bodies injected", self.injected_poison))
-        poison = sorted((c, n) for c, n in by_cause.items() if c in POISON_CAUSES)
-        lines += [Line(f"dead-lettered: {c}", n, 1) for c, n in poison]
-        return lines
-
-    def reconciliation_lines(self) -> list[tuple[str, int]]:
-        """:meth:`breakdown` as indented text labels, without its subtotals (the terminal's table)."""
-        out: list[tuple[str, int]] = []
-        parent = ""
-        for line in self.breakdown():
-            if line.subtotal:
-                parent = line.label
-            elif line.level == 2:
-                out.append((f"  {parent}: {line.label}", line.count))
-            else:
-                out.append(("  " * line.level + line.label, line.count))
-        return out
-
-    def value_lines(self) -> list[ValueLine]:
-        """Value per currency: file = posted + rejected + dead-lettered (poison has no value)."""
-        payments = [k for k in self.triage.messages if (k[1] or k[0]) not in POISON_CAUSES]
-        unvalued = sum(self.triage.unvalued[k] for k in payments)
-        return value_lines(self.ingest.values, self.posted_by_currency,
-                           self.triage.value_by_currency(payments), unvalued)
-
-    @property
-    def injected_poison(self) -> int:
-        return max(1, self.generated.rows // 1000)
-
-    def dlq_by_cause(self) -> dict[str, int]:
-        """Failed messages per cause, each counted once (copies of one dead letter are one)."""
-        out: dict[str, int] = {}
-        for (reason, cause, *_), n in self.triage.messages.items():
-            key = cause or reason
-            out[key] = out.get(key, 0) + n
-        return out
 
 
 def _in_background(name: str, work: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:

@@ -42,7 +42,7 @@ from babelq.runtime.consumer import Consumer, Limits, Tuning, queue_list
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import DeadLetterPolicy, Disposer, FailurePolicy
 from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware, compose_publish
-from babelq.runtime.outage import RetryPause, broker_label, one_line
+from babelq.runtime.outage import RetryPause, broker_label
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.rate_limit import RateLimit
@@ -52,7 +52,7 @@ from babelq.runtime.sending import AsyncSender, send_publications
 from babelq.runtime.signals import stop_on_signals
 from babelq.transports import open_transport
 from babelq.transports.base import Transport
-from babelq.urls import redact
+from babelq.urls import one_line, redact
 
 H = TypeVar("H", bound=Handler)
 
@@ -185,7 +185,7 @@ class App:
                 opened = None
                 self.log.warning(
                     "broker %s unavailable (%s); the App will connect when it is used",
-                    redact(transport), one_line(exc),
+                    redact(transport), one_line(exc, typed=True),
                 )  # fmt: skip
             self._close_owned()
             self._transport, self._owns_transport = opened, True
@@ -234,7 +234,7 @@ class App:
                         pause = pauses.next()
                         self.log.warning(
                             "broker %s unavailable while connecting (attempt %d): %s; trying again in %.1f s",
-                            self._broker, pauses.failures, one_line(exc), pause,
+                            self._broker, pauses.failures, one_line(exc, typed=True), pause,
                         )  # fmt: skip
                         if self.log.isEnabledFor(logging.DEBUG):
                             self.log.debug("connecting to %s failed", self._broker, exc_info=exc)
@@ -251,7 +251,9 @@ class App:
             try:
                 loop.run(sender.aclose())
             except Exception as exc:  # closing: nothing left to save, say it and go on
-                self.log.warning("closing the asyncio publisher on the App's loop failed: %s", one_line(exc))
+                self.log.warning(
+                    "closing the asyncio publisher on the App's loop failed: %s", one_line(exc, typed=True)
+                )
         self.router.close()
         self._close_owned()
         self._transport = None

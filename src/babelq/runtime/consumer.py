@@ -42,10 +42,11 @@ from babelq.errors import ConfigurationError
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import Disposer
 from babelq.runtime.leases import LeaseKeeper
-from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable, one_line
+from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable
 from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNSTARTED, Outcome
 from babelq.runtime.pipeline import Pipeline, Processed
 from babelq.transports.base import Delivery, Transport
+from babelq.urls import one_line
 
 _FETCH_BACKOFF_FIRST = 0.2  #: seconds before the second attempt at a broker that failed a fetch
 _FETCH_BACKOFF_MAX = 5.0  #: and never longer than this between two attempts
@@ -185,7 +186,7 @@ class Consumer:
         log = self.log.error if unexpected else self.log.warning
         log(
             "broker %s %s while reserving from %r (attempt %d): %s; trying again in %.1f s",
-            self.broker, what, self.queue, attempt, one_line(exc), pause,
+            self.broker, what, self.queue, attempt, one_line(exc, typed=True), pause,
             exc_info=exc if unexpected else None,
         )  # fmt: skip
         if not unexpected and self.log.isEnabledFor(logging.DEBUG):

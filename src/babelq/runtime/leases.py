@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from babelq.runtime.counters import Counters
-from babelq.runtime.outage import is_unavailable, one_line
+from babelq.runtime.outage import is_unavailable
 from babelq.transports.base import Delivery, Transport
+from babelq.urls import one_line
 
 #: Renew once this fraction of a lease has passed since the last renewal: two more chances before it lapses.
 RENEW_FRACTION = 1 / 3
@@ -98,7 +99,7 @@ class LeaseKeeper:
             if is_unavailable(exc):  # the broker is away: one line, its traceback tells nothing more
                 self.log.warning(
                     "renewing %d reservation(s) on %r failed, broker unavailable: %s",
-                    len(deliveries), self.queue, one_line(exc),
+                    len(deliveries), self.queue, one_line(exc, typed=True),
                 )  # fmt: skip
             else:
                 self.log.exception("renewing %d reservation(s) on %r failed", len(deliveries), self.queue)

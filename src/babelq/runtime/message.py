@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from babelq.envelope import Envelope, make
-from babelq.runtime.replay import marked
+from babelq.runtime.replay_mark import marked
 from babelq.transports.base import Delivery
 
 

@@ -8,8 +8,9 @@ are put back, not dead-lettered. This module holds what the consume loop needs f
   :class:`~babelq.errors.UnavailableError`, and, for a transport or store that does not wrap
   its driver's errors (yet), the standard library's ``OSError`` family (refused, reset,
   timed out, unreachable) and redis-py's ``ConnectionError``/``TimeoutError``;
-* :func:`one_line` -- the error as one line a person can read, secrets redacted (a traceback
-  of a refused connection tells an operator nothing the line does not);
+* :func:`babelq.urls.one_line` with ``typed=True`` -- the error as one line a person can
+  read, secrets redacted (a traceback of a refused connection tells an operator nothing the
+  line does not);
 * :func:`broker_label` -- the broker's URL, redacted, for those lines;
 * :class:`RetryPause` -- capped exponential pauses with jitter between attempts;
 * :class:`FetchGate` -- slows fetching down while handled messages keep coming back
@@ -24,7 +25,7 @@ import sys
 from typing import Any
 
 from babelq.errors import UnavailableError
-from babelq.urls import redact, redact_text
+from babelq.urls import redact
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -35,14 +36,6 @@ def is_unavailable(exc: BaseException) -> bool:
     if redis_errors is None:
         return False
     return isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError)
-
-
-def one_line(exc: BaseException) -> str:
-    """``exc`` as one redacted line: its text (or type name), whitespace collapsed."""
-    text = " ".join(redact_text(str(exc)).split())
-    if not isinstance(exc, UnavailableError):
-        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text or type(exc).__name__
 
 
 def broker_label(transport: object, url: str | None = None) -> str:

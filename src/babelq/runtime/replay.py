@@ -26,30 +26,15 @@ still a replay when it is redriven again (``--no-mark`` removes it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Final, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from babelq.runtime import context
+from babelq.runtime.replay_mark import REPLAY_HEADER, REPLAY_VALUE, marked, with_mark
 
-#: The out-of-band header a redrive stamps on the messages it puts back (the babelqueue package's name).
-REPLAY_HEADER: Final = "bq-replay-bypass"
-#: The value a redrive writes (any non-empty value marks).
-REPLAY_VALUE: Final = "1"
+__all__ = ["REPLAY_HEADER", "REPLAY_VALUE", "bypass_external_effects", "is_replay", "marked", "with_mark"]
 
 T = TypeVar("T")
-
-
-def marked(headers: Mapping[str, object]) -> bool:
-    """Whether carried ``headers`` hold the replay mark (any non-empty value, as in the package)."""
-    return bool(headers.get(REPLAY_HEADER))
-
-
-def with_mark(headers: Mapping[str, str], mark: bool = True) -> dict[str, str]:
-    """A copy of ``headers`` with the replay mark set (``mark``) or removed (not ``mark``)."""
-    out = {name: value for name, value in headers.items() if name != REPLAY_HEADER}
-    if mark:
-        out[REPLAY_HEADER] = REPLAY_VALUE
-    return out
 
 
 def is_replay() -> bool:

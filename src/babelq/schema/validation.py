@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.schema.sensitive import sensitive_paths
 
 #: One marked field as steps: a key, ``"*"`` (any key) or ``"[]"`` (any array item).
@@ -34,13 +35,7 @@ MAX_ERROR_CHARS: Final = 300
 
 
 def _jsonschema() -> Any:
-    try:
-        import jsonschema
-    except ImportError as exc:  # pragma: no cover - the dev environment has jsonschema
-        raise ConfigurationError(
-            f"payload schemas need jsonschema: pip install 'babelq[schema]' ({exc})"
-        ) from exc
-    return jsonschema
+    return optional_import("jsonschema", needed_for="payload schema validation")
 
 
 def compile_schema(schema: Mapping[str, Any] | bool) -> Any:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.tracing import ids
 
 if TYPE_CHECKING:
@@ -19,12 +18,7 @@ SCOPE = "babelq.tracing"
 
 def require(module: str) -> Any:
     """Import ``module`` of opentelemetry-api, or a ConfigurationError saying how to get it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigurationError(
-            "tracing: needs the opentelemetry-api package (pip install 'babelq[otel]')"
-        ) from exc
+    return optional_import(module, needed_for="tracing: the OpenTelemetry API", extra="otel")
 
 
 def tracer_for(tracer: Tracer | None, provider: TracerProvider | None) -> Tracer:

@@ -11,10 +11,10 @@ pulls in no client library.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from babelq.errors import ConfigurationError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing, Transport
 from babelq.urls import redact, split_url
 
@@ -56,14 +56,9 @@ def transport_class(url: str) -> type[Transport]:
             f"known: {', '.join(sorted(_REGISTRY))}"
         )
     module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        extra = _EXTRAS.get(scheme, scheme)
-        raise ConfigurationError(
-            f"url: the {scheme!r} transport needs an optional dependency: "
-            f"pip install 'babelq[{extra}]' ({exc})"
-        ) from exc
+    module = optional_import(
+        module_name, needed_for=f"url: the {scheme!r} transport", extra=_EXTRAS.get(scheme, scheme)
+    )
     cls: type[Transport] = getattr(module, class_name)
     return cls
 

@@ -60,7 +60,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from babelq.bindings import rabbitmq as binding
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
 from babelq.transports.amqp_client import (
     AMQPConnectionError,
     AMQPConnectionOptions,
@@ -110,8 +110,9 @@ class AMQPOptions(AMQPConnectionOptions):
     """Seconds a publish waits for the broker's confirm."""
 
 
-class AMQPPublishError(BabelqError):
-    """The broker refused (nack), returned (unroutable) or never confirmed a published message."""
+#: The broker refused (nack), returned (unroutable) or never confirmed a published message;
+#: the name the AMQP docs use for the one class every transport raises.
+AMQPPublishError = PublishNotConfirmedError
 
 
 def delay_bucket_ms(delay_ms: int) -> int:

@@ -57,7 +57,14 @@ from urllib.parse import quote, unquote
 from babelq.bindings import artemis as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, UnavailableError
+from babelq.errors import (
+    BabelqError,
+    ConfigurationError,
+    DecodeError,
+    PublishNotConfirmedError,
+    UnavailableError,
+)
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.keepalive import start_keepalive
 from babelq.transports.url_options import TransportURL, URLOptions
@@ -120,21 +127,16 @@ class ArtemisOptions(URLOptions):
     """``artemis+ssl://`` only: CA bundle."""
 
 
-class ArtemisPublishError(BabelqError):
-    """The broker refused (rejected/released/modified) a published message."""
+#: The broker refused (rejected/released/modified) or never confirmed a published message;
+#: the name the Artemis docs use for the one class every transport raises.
+ArtemisPublishError = PublishNotConfirmedError
 
 
 def _proton() -> Any:
     """The proton modules, imported on first use so ``import babelq.transports`` needs no client."""
-    try:
-        import proton
-        import proton.reactor
-        import proton.utils
-    except ImportError as exc:  # pragma: no cover - the extra is installed in the dev venv
-        raise ConfigurationError(
-            f"url: the artemis transport needs python-qpid-proton: pip install 'babelq[artemis]' ({exc})"
-        ) from exc
-    return proton
+    for module in ("proton.reactor", "proton.utils"):  # imported, they are attributes of proton
+        optional_import(module, needed_for="url: the artemis transport")
+    return optional_import("proton", needed_for="url: the artemis transport")
 
 
 def _utf8(body: bytes) -> str | None:

@@ -37,7 +37,6 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import re
 import threading
@@ -51,7 +50,8 @@ from urllib.parse import unquote
 from babelq.bindings import kafka as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import ConfigurationError, DecodeError, UnavailableError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError, UnavailableError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions, option
 from babelq.urls import redact_text
@@ -90,8 +90,9 @@ _CLIENT_OPTIONS = {
 Headers = list[tuple[str, bytes | None]]
 
 
-class KafkaDeliveryError(UnavailableError):
-    """The broker did not confirm a write (an error report, or none within ``delivery_timeout``)."""
+#: The broker did not confirm a write (an error report, or none within ``delivery_timeout``);
+#: the name the Kafka docs use for the one class every transport raises.
+KafkaDeliveryError = PublishNotConfirmedError
 
 
 def tier_topic(queue: str, n: int) -> str:
@@ -420,7 +421,7 @@ class KafkaTransport(BaseTransport):
     # -- clients ----------------------------------------------------------------------------------
     def _lib(self) -> Any:
         if self._module is None:
-            self._module = importlib.import_module("confluent_kafka")  # lazy: only when used
+            self._module = optional_import("confluent_kafka", needed_for="url: the 'kafka' transport")
         return self._module
 
     def _check_open(self) -> None:

@@ -74,10 +74,11 @@ from urllib.request import Request, urlopen
 from babelq.bindings import pulsar as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
-from babelq.urls import redact, redact_text, split_url
+from babelq.urls import one_line, redact, split_url
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +142,6 @@ class PulsarOptions(URLOptions):
     """The client's operation timeout, seconds."""
     client: Any = None
     """A ready ``pulsar.Client`` (keyword only)."""
-
-
-def _one_line(exc: BaseException) -> str:
-    """A client exception as one redacted line (pulsar-client messages can span lines)."""
-    text = redact_text(str(exc) or type(exc).__name__)
-    return " ".join(text.split())
 
 
 def _now_ms() -> int:
@@ -296,13 +291,7 @@ class PulsarTransport(BaseTransport):
     # -- the client ------------------------------------------------------------------------
     @staticmethod
     def _module() -> Any:
-        try:
-            import pulsar  # lazy: only needed when this transport is used
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"url: the 'pulsar' transport needs pulsar-client: pip install 'babelq[pulsar]' ({exc})"
-            ) from exc
-        return pulsar
+        return optional_import("pulsar", needed_for="url: the 'pulsar' transport")
 
     def _pulsar_client(self) -> Any:
         """The client, built on first use (constructing it opens no connection yet)."""
@@ -321,7 +310,7 @@ class PulsarTransport(BaseTransport):
                     self._client = pulsar.Client(self.service_url, **kwargs)
                 except Exception as exc:
                     raise PulsarError(
-                        f"pulsar: cannot create a client for {redact(self.url)}: {_one_line(exc)}"
+                        f"pulsar: cannot create a client for {redact(self.url)}: {one_line(exc)}"
                     ) from exc
             return self._client
 
@@ -334,7 +323,7 @@ class PulsarTransport(BaseTransport):
         return f"persistent://{self.tenant}/{self.namespace}/{queue}"
 
     def _fail(self, action: str, topic: str, exc: BaseException) -> PulsarError:
-        return PulsarError(f"pulsar: cannot {action} {topic} at {redact(self.url)}: {_one_line(exc)}")
+        return PulsarError(f"pulsar: cannot {action} {topic} at {redact(self.url)}: {one_line(exc)}")
 
     def _producer(self, queue: str) -> Any:
         with self._cond:
@@ -379,13 +368,13 @@ class PulsarTransport(BaseTransport):
                 "(ensure_subscription=false skips this step)",
                 self.subscription,
                 topic,
-                _one_line(exc),
+                one_line(exc),
             )
             return
         try:
             consumer.close()
         except Exception as exc:  # the subscription exists; a failed close only leaks a consumer
-            log.debug("pulsar: closing the subscribing consumer: %s", _one_line(exc))
+            log.debug("pulsar: closing the subscribing consumer: %s", one_line(exc))
 
     def _feed(self, queue: str) -> _Feed:
         """The consumer of ``queue``, subscribed (with its listener) on first use."""
@@ -520,12 +509,12 @@ class PulsarTransport(BaseTransport):
         except Exception as exc:
             raise self._fail("send a batch to", topic, exc) from exc
         if not all_sent.wait(self.operation_timeout):
-            raise PulsarError(
+            raise PublishNotConfirmedError(
                 f"pulsar: {pending[0]} of {len(prepared)} messages to {topic} were not confirmed "
                 f"within {self.operation_timeout} s"
             )
         if failures:
-            raise PulsarError(
+            raise PublishNotConfirmedError(
                 f"pulsar: the broker refused {len(failures)} of {len(prepared)} messages to {topic} "
                 f"({failures[0]})"
             )
@@ -733,7 +722,7 @@ class PulsarTransport(BaseTransport):
             reason = getattr(exc, "reason", exc)
             raise PulsarError(
                 f"admin_url: cannot reach the Pulsar admin API at {redact(self.admin_url)} "
-                f"({_one_line(reason if isinstance(reason, BaseException) else Exception(reason))}); "
+                f"({one_line(reason if isinstance(reason, BaseException) else Exception(reason))}); "
                 "size/ready/reserved/purge need it"
             ) from None
         return json.loads(raw) if raw else None
@@ -807,12 +796,12 @@ class PulsarTransport(BaseTransport):
             try:
                 resource.close()
             except Exception as exc:  # already closed, connection gone: nothing left to release
-                log.debug("pulsar: close: %s", _one_line(exc))
+                log.debug("pulsar: close: %s", one_line(exc))
         if self._own_client and self._client is not None:
             try:
                 self._client.close()
             except Exception as exc:
-                log.debug("pulsar: client close: %s", _one_line(exc))
+                log.debug("pulsar: client close: %s", one_line(exc))
 
 
 def _bracketed(host: str) -> str:

@@ -17,8 +17,10 @@ What lives here, and why each rule is what it is:
   URL's password redacted, split by what the caller must do next (see :func:`_translated`).
 * publishing as a plan: each layout says which commands a batch of bodies becomes
   (:meth:`RedisConnection.publish_commands`: pushes and script calls); this class runs the plan
-  on a redis-py pipeline, and :mod:`babelq.transports.redis_async` runs the same plan through
-  ``redis.asyncio``, so both write exactly the same keys.
+  on a redis-py pipeline, and :class:`RedisAsyncWriter` runs the same plan through
+  ``redis.asyncio`` without blocking the loop, so both write exactly the same keys. An asyncio
+  client belongs to the event loop it was first used on, so the writer keeps one client per
+  running loop (the App's own loop for handlers, the web server's for a request handler).
 
 redis-py is imported only when a client is made here, so importing this module (or either
 layout) pulls in no client library, like every transport module.
@@ -26,22 +28,24 @@ layout) pulls in no client library, like every transport module.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import sys
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from babelq.errors import BabelqError, ConfigurationError, UnavailableError
+from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
     from redis import Redis
+    from redis.asyncio import Redis as AsyncRedis
     from redis.commands.core import Script
-
-    from babelq.transports.redis_async import RedisAsyncWriter
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -164,15 +168,11 @@ def driver_errors(
 
 def _new_client(url: str) -> Redis[bytes]:
     """A redis-py client for ``url``; a URL redis-py cannot use is a ConfigurationError."""
-    try:
-        import redis
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise ConfigurationError(
-            "url: the redis transport needs redis-py: pip install 'babelq[redis]'"
-        ) from exc
+    redis = optional_import("redis", needed_for="url: the redis transport")
     try:
         # A socket_connect_timeout in the URL wins over this keyword (redis-py merges so).
-        return redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+        client: Redis[bytes] = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+        return client
     except ValueError as exc:
         detail = " ".join(redact_text(str(exc)).split())
         raise ConfigurationError(f"url: {redact(url)!r} is not a usable redis URL: {detail}") from exc
@@ -382,8 +382,6 @@ class RedisConnection(BaseTransport):
         connection settings are its owner's)."""
         if not self._owns_client:
             return None
-        from babelq.transports.redis_async import RedisAsyncWriter
-
         return RedisAsyncWriter(self)
 
     def close(self) -> None:
@@ -392,3 +390,78 @@ class RedisConnection(BaseTransport):
         self._closed = True
         if self._owns_client:
             self._redis.close()
+
+
+#: connections one event loop's client opens at most
+_MAX_CONNECTIONS = 32
+#: how long a publish waits for a free connection before the broker counts as unavailable
+_POOL_WAIT_S = 30.0
+
+
+class _LoopClient:
+    """The asyncio client of one event loop, and the layout's scripts registered on it."""
+
+    def __init__(self, client: AsyncRedis[bytes], pool: Any) -> None:
+        self.client = client
+        self.pool = pool  #: given to the client, so closing the client leaves it to us
+        self.scripts: dict[str, Any] = {}
+
+
+class RedisAsyncWriter:
+    """``await writer.publish(queue, items)``: the transport's publish, on the running loop."""
+
+    def __init__(self, transport: RedisConnection) -> None:
+        self.transport = transport
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client(self) -> _LoopClient:
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is None:
+            aioredis = optional_import("redis.asyncio", needed_for="url: the redis transport")
+            # a burst of concurrent publishes waits for a connection instead of failing past the
+            # pool's size (the default pool raises "Too many connections")
+            pool: Any = aioredis.BlockingConnectionPool.from_url(
+                self.transport.url,
+                max_connections=_MAX_CONNECTIONS,
+                timeout=_POOL_WAIT_S,
+                socket_connect_timeout=CONNECT_TIMEOUT,
+            )
+            client = aioredis.Redis(connection_pool=pool)
+            found = self._clients[loop] = _LoopClient(client, pool)
+        return found
+
+    async def publish(self, queue: str, items: Sequence[PublishItem]) -> None:
+        """Store ``items`` on ``queue`` durably before returning (one MULTI/EXEC)."""
+        transport = self.transport
+        transport._check_open()
+        plan = transport.publish_commands(queue, items)
+        if not plan:
+            return
+        on_loop = self._client()
+        try:
+            pipe = on_loop.client.pipeline(transaction=True)
+            for command in plan:
+                if isinstance(command, Push):
+                    pipe.rpush(command.key, *command.values)
+                    continue
+                source: str = command.script.script  # type: ignore[attr-defined]
+                script = on_loop.scripts.get(source)
+                if script is None:
+                    script = on_loop.scripts[source] = on_loop.client.register_script(source)
+                await script(keys=command.keys, args=command.args, client=pipe)
+            await pipe.execute()
+        except Exception as exc:
+            mapped = _translated(exc, "publish", transport.where)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop (the others close with their loops)."""
+        found = self._clients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.client.aclose()  # type: ignore[attr-defined]
+            await found.pool.disconnect()

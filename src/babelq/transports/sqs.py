@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 from babelq.bindings import schema_gate
 from babelq.bindings import sqs as binding
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError
+from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
 
@@ -340,7 +340,12 @@ class SQSTransport(BaseTransport):
             answer = self._client.send_message_batch(QueueUrl=url, Entries=request)
             failed = answer.get("Failed") or []
             if failed:
-                raise SQSError(f"SendMessageBatch to {queue!r}: {len(failed)} entries failed: {failed[:3]}")
+                text = f"SendMessageBatch to {queue!r}: {len(failed)} entries failed: {failed[:3]}"
+                # SenderFault: SQS refused the request itself (a malformed entry), which sending
+                # again cannot fix; otherwise SQS did not store it: the broker's failure
+                if any(entry.get("SenderFault") for entry in failed):
+                    raise SQSError(text)
+                raise PublishNotConfirmedError(text)
 
     def publish(
         self,

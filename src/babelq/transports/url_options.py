@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, Union, get_args, get_o
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode
 
 from babelq.errors import ConfigurationError
-from babelq.urls import MASK, SECRET_PARAMETERS, redact, split_url
+from babelq.urls import MASK, SECRET_PARAMETERS, one_line, redact, split_url
 
 T = TypeVar("T")
 
@@ -46,11 +46,6 @@ FALSE_WORDS = ("0", "false", "no", "off")
 #: longest rendering of a refused value in a message
 _SHOWN_VALUE = 80
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters escaped, so an error that quotes it stays one line."""
-    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def format_value(value: object) -> str:

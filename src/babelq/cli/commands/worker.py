@@ -4,8 +4,9 @@
     babelq worker --queue orders,refunds --app myservice.worker:app    # two queues, read in turn
     BABELQ_BROKER=redis://:pw@localhost:6379/0 babelq worker --app myservice.worker:app
 
-``--app module:attr`` names a :class:`babelq.runtime.App` (or a function returning one);
-the current directory is importable, as with other application servers. ``--broker`` (default
+``--app module:attr`` names a :class:`babelq.runtime.App` (or a function returning one); the
+module is a dotted name (the current directory is importable, as with other application
+servers) or a path to a ``.py`` file (:mod:`babelq.runtime.loading`). ``--broker`` (default
 ``$BABELQ_BROKER``, so a password need not sit on a command line where ``ps`` shows it) binds
 the app to that broker; without either, the app's own transport is used. SIGTERM/SIGINT stop
 it gracefully: fetching stops, in-flight handlers finish within the grace period, unstarted
@@ -20,11 +21,8 @@ while it is imported, no such attribute, a factory that raises) is a
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import os
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from babelq.cli.commands import broker_argument, broker_url, write
 
@@ -40,7 +38,10 @@ def register(subparsers: Subparsers) -> None:
         help="consume a queue with an application's handlers",
         description="Consume a queue with the handlers of a babelq.runtime.App until SIGTERM/SIGINT.",
     )
-    parser.add_argument("--app", required=True, metavar="MODULE:ATTR", help="the App (or a factory of one)")
+    parser.add_argument(
+        "--app", required=True, metavar="MODULE:ATTR",
+        help="the App (or a factory of one): a dotted module or a .py file, and its attribute",
+    )  # fmt: skip
     broker_argument(
         parser, "--url", required=False, example="redis://127.0.0.1:6379/0", fallback="the App's transport"
     )
@@ -90,46 +91,15 @@ def queue_names(text: str) -> list[str]:
     return list(queue_list(names, "--queue", repr(text), " (separate names with commas: a,b)"))
 
 
-def _import_app_module(spec: str, module_name: str) -> Any:
-    """Import the module part of ``--app``; every failure is a ConfigurationError naming the spec."""
-    from babelq.errors import ConfigurationError
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing == module_name or module_name.startswith(missing + "."):
-            raise ConfigurationError(
-                f"--app {spec!r}: no module named {missing!r} (run from the directory that holds it, "
-                "or add that directory to PYTHONPATH)"
-            ) from exc
-        from babelq.cli.main import missing_extra
-
-        fix = missing_extra(exc) or "install what it needs"
-        raise ConfigurationError(f"--app {spec!r}: importing {module_name!r} failed: {exc}; {fix}") from exc
-    except Exception as exc:
-        raise ConfigurationError(
-            f"--app {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-
-
 def load_app(spec: str) -> App:
-    """The App named by ``module:attr`` (an App, or a callable returning one)."""
+    """The App named by ``module:attr`` (an App, or a callable returning one); the module may be
+    a ``.py`` file."""
     from babelq.errors import ConfigurationError
     from babelq.runtime import App
+    from babelq.runtime.loading import load_object
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigurationError(f"--app: expected MODULE:ATTR (e.g. myservice.worker:app), got {spec!r}")
-    module = _import_app_module(spec, module_name)
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigurationError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+    attr = spec.partition(":")[2]
+    target = load_object(spec, option="--app", example="myservice.worker:app or ./worker.py:app")
     if not isinstance(target, App) and callable(target):
         try:
             target = target()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from babelq import __version__
+from babelq.pipelines.demo_result import POISON_CAUSES
 from babelq.pipelines.report.display import count, iso_s
 from babelq.pipelines.report.dlq import dlq_section
 from babelq.pipelines.report.html import cell, esc, page, row, status, table
@@ -27,7 +28,7 @@ from babelq.pipelines.report.value import value_section
 from babelq.urls import redact, redact_text
 
 if TYPE_CHECKING:
-    from babelq.pipelines.demo import DemoResult
+    from babelq.pipelines.demo_result import DemoResult
 
 
 def write_report(result: DemoResult, path: str | Path) -> Path:
@@ -42,8 +43,6 @@ def write_report(result: DemoResult, path: str | Path) -> Path:
 
 
 def render(r: DemoResult) -> str:
-    from babelq.pipelines.demo import POISON_CAUSES
-
     name = r.generated.path.name
     body = [
         f"<h1>Payments run: {esc(name)}</h1>",
@@ -84,8 +83,6 @@ def verdict(r: DemoResult) -> str:
 
 
 def cards(r: DemoResult) -> str:
-    from babelq.pipelines.demo import POISON_CAUSES
-
     dead = sum(n for c, n in r.dlq_by_cause().items() if c not in POISON_CAUSES)
     rows_in = r.generated.rows
 

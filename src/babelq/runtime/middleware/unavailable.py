@@ -27,8 +27,8 @@ from dataclasses import replace
 from babelq.errors import UnavailableError
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Binding, Next
-from babelq.runtime.outage import one_line
 from babelq.runtime.outcome import UNAVAILABLE, Outcome
+from babelq.urls import one_line
 
 #: Seconds between two WARNING lines about messages put back (the rest are summed up).
 LOG_EVERY = 5.0
@@ -65,7 +65,7 @@ class UnavailableMiddleware(Binding):
 
     def _report(self, message: Message, outcome: Outcome) -> None:
         error = outcome.error
-        why = one_line(error) if isinstance(error, BaseException) else str(error)
+        why = one_line(error, typed=True) if isinstance(error, BaseException) else str(error)
         extra = {"trace_id": message.trace_id, "message_id": message.id}
         if self.log.isEnabledFor(logging.DEBUG):
             self.log.debug(
