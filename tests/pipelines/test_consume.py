@@ -22,7 +22,7 @@ from babelq.envelope import decode, make
 from babelq.errors import UnavailableError
 from babelq.pipelines.consume import ConsumeStats, Message, Pipeline, consume, load_pipeline, marks
 from babelq.pipelines.consume.metrics import serve_consume_metrics
-from babelq.pipelines.consume.sink import open_sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.runtime.errors import PermanentError
 from babelq.transports import Outgoing, open_transport
 

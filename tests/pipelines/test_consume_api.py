@@ -10,7 +10,7 @@ import pytest
 
 from babelq.errors import ConfigurationError
 from babelq.pipelines.consume import Pipeline, load_pipeline, marks
-from babelq.pipelines.consume.sink import open_sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.ledger import Outbound
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders_pipeline.py"

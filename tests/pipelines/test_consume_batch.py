@@ -38,7 +38,7 @@ from babelq.pipelines.consume import (
     unavailable,
 )
 from babelq.pipelines.consume.partition import ConsumeConfig, consume_partition
-from babelq.pipelines.consume.sink import open_sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.runtime.errors import PermanentError
 

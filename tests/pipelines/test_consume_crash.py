@@ -37,7 +37,7 @@ import pytest
 from babelq.envelope import make
 from babelq.pipelines.consume import consume, load_pipeline
 from babelq.pipelines.consume.files import FilesSink
-from babelq.pipelines.consume.sink import open_sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
 from babelq.pipelines.failpoints import kill_session, session_pids
 from babelq.transports import Outgoing, open_transport

@@ -25,7 +25,7 @@ from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.consume import Pipeline, consume, load_pipeline
 from babelq.pipelines.consume.files import STAGING, FilesSink, check_files_cluster, files_target
 from babelq.pipelines.consume.partition import ConsumeConfig, consume_partition
-from babelq.pipelines.consume.sink import open_sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.transports import Outgoing, open_transport
 

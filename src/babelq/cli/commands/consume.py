@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
     from babelq.pipelines.consume.files import check_files_cluster
     from babelq.pipelines.consume.metrics import serve_consume_metrics
-    from babelq.pipelines.consume.sink import open_sink
+    from babelq.pipelines.consume.sinks import open_sink
     from babelq.spark.session import explicit_master
 
     url = required_broker_url(args)

@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.consume.api import FILE_COLUMNS, check_table_name
-from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink, open_sink
+from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink, open_sql_sink
 from babelq.pipelines.failpoints import failpoint
 from babelq.urls import redact
 
@@ -254,7 +254,7 @@ class FilesSink(Sink):
         except OSError as exc:
             raise ConfigurationError(f"sink: cannot create {self.root}: {exc.strerror or exc}") from None
         state = target.state or f"sqlite://{(self.root / STATE_DIR / 'state.db').resolve()}"
-        self.state = open_sink(state, prefix=prefix)
+        self.state = open_sql_sink(state, prefix=prefix)
         self.mark = self.state.mark
         self.t_files = f"{prefix}files"
         #: the pipeline's declared tables (:meth:`~babelq.pipelines.consume.Pipeline.table`)

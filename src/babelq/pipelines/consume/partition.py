@@ -43,7 +43,8 @@ from babelq.envelope import Envelope, annotate, decode, now_ms, poison_record, r
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import UnavailableError
 from babelq.pipelines.consume.api import BATCH_COLUMNS, DONE, Message, Pipeline, Verdict, dead_letter, retry
-from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink, open_sink
+from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Outbound
 from babelq.pipelines.settle.partition import (

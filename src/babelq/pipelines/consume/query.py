@@ -36,7 +36,8 @@ from babelq.pipelines.consume.partition import (
     consume_partition,
     publish_outbox,
 )
-from babelq.pipelines.consume.sink import DEFAULT_PREFIX, open_sink
+from babelq.pipelines.consume.sink import DEFAULT_PREFIX
+from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.settle.classify import Classifier, decoded
 from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.pipelines.settle.query import (

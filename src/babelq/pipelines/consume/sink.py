@@ -395,16 +395,12 @@ class PostgresSink(Sink):
 
 
 
-def open_sink(target: str | Path, *, prefix: str = DEFAULT_PREFIX) -> Sink:
-    """A sink from ``sqlite:///path`` (or a file path) or ``postgresql://`` URL, or a files sink
-    (``parquet:///dir``, ``orc:///dir``: :mod:`babelq.pipelines.consume.files`)."""
+def open_sql_sink(target: str | Path, *, prefix: str = DEFAULT_PREFIX) -> Sink:
+    """An SQL sink from ``sqlite:///path`` (or a file path) or a ``postgresql://`` URL; a files sink
+    is opened by :func:`babelq.pipelines.consume.sinks.open_sink`."""
     text = str(target)
     if is_postgres(text):
         return PostgresSink(text, prefix=prefix)
-    from babelq.pipelines.consume.files import files_target, open_files_sink
-
-    if files_target(text) is not None:
-        return open_files_sink(text, prefix=prefix)
     try:
         path = ledger_path(text)
     except ConfigurationError:
