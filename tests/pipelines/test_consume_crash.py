@@ -28,18 +28,17 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kills import gone, kill_after_progress
 
 from babelq.envelope import make
 from babelq.pipelines.consume import consume, load_pipeline
 from babelq.pipelines.consume.files import FilesSink
 from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
-from babelq.pipelines.failpoints import kill_session, session_pids
 from babelq.transports import Outgoing, open_transport
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -48,15 +47,6 @@ URN = "urn:babel:orders:created"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders_pipeline.py"
 PARQUET_EXAMPLE = EXAMPLE.with_name("orders_parquet_pipeline.py")
 VISIBILITY = 3.0
-
-
-def _gone(session: int) -> None:
-    """Wait until no process of the killed run's session is left."""
-    deadline = time.monotonic() + 30
-    while session_pids(session) and time.monotonic() < deadline:
-        kill_session(session)
-        time.sleep(0.05)
-    assert not session_pids(session), f"processes of session {session} survived SIGKILL"
 
 
 def _dlq_size(url: str, queue: str) -> int:
@@ -85,27 +75,9 @@ def _kill_at(args: list[str], point: str) -> None:
     proc = subprocess.Popen(args, env={**os.environ, FAILPOINT_ENV: point},
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out, _ = proc.communicate(timeout=400)
-    _gone(proc.pid)
+    gone(proc.pid)
     assert proc.returncode == -signal.SIGKILL, f"{point} did not fire: {out[-3000:]!r}"
-    time.sleep(VISIBILITY)  # the dead run's leases lapse; the next run takes them again
-
-
-def _kill_after_progress(args: list[str], shop: Path, rng: Any, log: list[str]) -> None:
-    before = _sink_rows(shop)
-    proc = subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline and _sink_rows(shop) <= before:
-        time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, 1.0))
-    if proc.poll() is None:
-        kill_session(proc.pid)  # the driver, its JVM and Spark's Python workers
-        log.append(f"killed at sink rows {_sink_rows(shop)} (was {before})")
-    else:
-        log.append(f"finished before the kill (exit {proc.returncode})")
-    proc.wait(timeout=60)
-    _gone(proc.pid)
-    time.sleep(VISIBILITY)
+    # no wait for the dead run's leases: the next run takes its messages once they lapse
 
 
 def test_a_consume_killed_at_each_window_and_at_random_reconciles(
@@ -153,7 +125,7 @@ def test_a_consume_killed_at_each_window_and_at_random_reconciles(
     log.append(f"after_outbox_publish: {published} dead letters on the DLQ")
 
     for _ in range(5):
-        _kill_after_progress(args, shop, rng, log)
+        kill_after_progress(args, lambda: _sink_rows(shop), rng, log, within=1.0)
 
     run = consume(spark, load_pipeline(f"{EXAMPLE}:pipeline"), url=url, sink=sink, queue=queue,
                   checkpoint=tmp_path / "ck", visibility_timeout=VISIBILITY, timeout=240)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kills import gone, kill_after_progress
 
 from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
-from babelq.pipelines.failpoints import kill_session, session_pids
 from babelq.transports import Outgoing, open_transport
 
 # six cold settle processes: about 140 s alone, more than 300 s beside the other workers on a slower day
@@ -66,32 +66,8 @@ def _ledger_rows(path: Path) -> int:
         return 0
 
 
-def _gone(session: int) -> None:
-    """Wait until no process of the killed run's session is left (workers die a moment later)."""
-    deadline = time.monotonic() + 30
-    while session_pids(session) and time.monotonic() < deadline:
-        kill_session(session)
-        time.sleep(0.05)
-    assert not session_pids(session), f"processes of session {session} survived SIGKILL"
-
-
 def _kill_after_progress(args: list[str], ledger: Path, rng: random.Random, log: list[str]) -> None:
-    """Start settle; once the ledger has grown, wait a random moment and SIGKILL the process group."""
-    before = _ledger_rows(ledger)
-    proc = subprocess.Popen(
-        args, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline and _ledger_rows(ledger) <= before:
-        time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, 1.5))
-    if proc.poll() is None:
-        kill_session(proc.pid)  # the driver, its JVM and Spark's Python workers
-        log.append(f"killed at ledger rows {_ledger_rows(ledger)} (was {before})")
-    else:
-        log.append(f"finished before the kill (exit {proc.returncode})")
-    proc.wait(timeout=60)
-    _gone(proc.pid)
+    kill_after_progress(args, lambda: _ledger_rows(ledger), rng, log, within=1.5)
     time.sleep(VISIBILITY)  # the dead run's leases lapse; the next run takes them again
 
 
@@ -103,7 +79,7 @@ def _run_to_failpoint(args: list[str], point: str, log: list[str]) -> None:
     out, _ = proc.communicate(timeout=240)
     log.append(f"failpoint {point}: exit {proc.returncode}")
     assert proc.returncode == -signal.SIGKILL, f"{point} did not fire: {out!r}"
-    _gone(proc.pid)
+    gone(proc.pid)
     time.sleep(VISIBILITY)
 
 
