@@ -27,7 +27,9 @@ import socket
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +379,102 @@ __all__ = [
     "spark_home",
     "wait_for",
 ]
+
+
+#: kill an executor only within this many seconds of a task's launch, so the SIGKILL lands while
+#: the task runs (a micro-batch's tasks run for a second or more)
+FRESH_TASK = 0.3
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
+
+
+def running_tasks(ui: str, app_id: str) -> list[tuple[float, str]]:
+    """(seconds since launch, executor id) of every task running now, from the settle driver's REST
+    API (empty while it is not up). Task entities are written at each task's start and end, unlike
+    an executor's ``activeTasks``, which the status store may show a few hundred ms late."""
+    api = f"{ui}/api/v1/applications/{app_id}"
+    out: list[tuple[float, str]] = []
+    try:
+        for stage in _get_json(f"{api}/stages?status=active"):
+            tasks = _get_json(f"{api}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=RUNNING")
+            for task in tasks:
+                if task.get("status") == "RUNNING":
+                    launched = datetime.strptime(task["launchTime"], "%Y-%m-%dT%H:%M:%S.%f%Z")
+                    age = time.time() - launched.replace(tzinfo=UTC).timestamp()
+                    out.append((age, str(task["executorId"])))
+    except (OSError, ValueError, KeyError):
+        return []
+    return sorted(out)
+
+
+def _running_app(cluster: StandaloneCluster, name: str) -> str:
+    """The id of the newest running application called ``name`` on the cluster, "" before it registers."""
+    running = [a for a in cluster.state().get("activeapps", []) if a.get("name") == name]
+    return str(max(running, key=lambda a: a.get("starttime", 0))["id"]) if running else ""
+
+
+@dataclass
+class Watch:
+    """What the test saw while the application ran."""
+
+    app_id: str = ""
+    #: every executor JVM of the application seen: pid -> executor id
+    executors: dict[int, str] = field(default_factory=dict)
+    killed: int = 0
+    killed_executor: str = ""
+    killed_at_entries: int = 0
+    #: executor JVMs first seen after the kill
+    after_kill: dict[int, str] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+
+def watch_and_kill(cluster: StandaloneCluster, process: subprocess.Popen[str], *, ui: str, app_name: str,
+                   progress: Callable[[], int], expected: int, within: float) -> Watch:
+    """Poll until ``process`` exits; SIGKILL an executor of ``app_name`` that started a task a moment
+    ago (``FRESH_TASK``), once ``progress()`` (rows the job has committed) is above 0 and below
+    ``expected``. ``ui`` is the driver's web UI, whose REST API says which tasks run where."""
+    watch = Watch()
+    started = time.monotonic()
+    while process.poll() is None and time.monotonic() - started < within:
+        time.sleep(0.1)
+        if not watch.app_id:
+            watch.app_id = _running_app(cluster, app_name)
+            continue
+        for e in cluster.executor_pids(watch.app_id):
+            if e.pid not in watch.executors:
+                watch.executors[e.pid] = e.executor_id
+                if watch.killed:
+                    watch.after_kill[e.pid] = e.executor_id
+                    watch.log.append(f"{time.monotonic() - started:.1f} s: new executor "
+                                     f"{e.executor_id} (pid {e.pid})")
+        if watch.killed:
+            continue
+        done = progress()
+        if not 0 < done < expected:
+            continue
+        # a task that started a moment ago: the kill lands inside it, not as it ends
+        live = {e.executor_id: e.pid for e in cluster.executor_pids(watch.app_id)}
+        fresh = [(age, x) for age, x in running_tasks(ui, watch.app_id) if age < FRESH_TASK and x in live]
+        if fresh:
+            age, victim = fresh[0]
+            watch.killed_executor, watch.killed, watch.killed_at_entries = victim, live[victim], done
+            cluster.kill_executor(watch.killed)
+            watch.log.append(f"{time.monotonic() - started:.1f} s: SIGKILL executor {victim} (pid "
+                             f"{watch.killed}, its task started {age:.2f} s ago) at {done:,} of {expected:,}")
+    return watch
+
+
+def failed_tasks(events: Path) -> list[dict[str, Any]]:
+    """The ``Task End Reason`` of every task of the application's event log that did not succeed."""
+    [log] = [p for p in events.iterdir() if p.is_file() and not p.name.startswith(".")]
+    failed = []
+    for line in log.read_text("utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("Event") == "SparkListenerTaskEnd":
+            reason = event.get("Task End Reason", {})
+            if reason.get("Reason") != "Success":
+                failed.append({**reason, "Message": str(reason.get("Message", ""))[:200]})
+    return failed

@@ -98,6 +98,8 @@ def require_chromium() -> str:
 _SESSION_SOURCE = re.compile(r"def \w+\([^)]*\b(spark|demo_2000)\b")
 #: any other Spark module marks tests ``spark`` or takes the standalone cluster
 _SPARK_SOURCE = re.compile(r"pytest\.mark\.spark\b|def \w+\([^)]*\bspark_cluster\b")
+#: a module that takes the standalone cluster (one per worker: its modules share one)
+_CLUSTER_SOURCE = re.compile(r"def \w+\([^)]*\bspark_cluster\b")
 _spark_units: dict[str, str | None] = {}
 
 
@@ -114,8 +116,8 @@ _SECOND_SESSION = frozenset({
 
 def spark_unit(root: Path, module: str) -> str | None:
     """``"spark"`` (or ``"spark-2"``) for a module that uses a worker's SparkSession,
-    ``"spark-processes"`` for one that runs Spark only in processes of its own (CLI runs, kills,
-    the cluster), None otherwise."""
+    ``"spark-cluster"`` for one that takes the standalone cluster, ``"spark-processes"`` for one
+    that runs Spark only in processes of its own (CLI runs, kills), None otherwise."""
     if module not in _spark_units:
         try:
             source = (root / module).read_text(encoding="utf-8")
@@ -125,7 +127,7 @@ def spark_unit(root: Path, module: str) -> str | None:
         if unit is not None and module in _SECOND_SESSION:
             unit = "spark-2"
         if unit is None and _SPARK_SOURCE.search(source):
-            unit = "spark-processes"
+            unit = "spark-cluster" if _CLUSTER_SOURCE.search(source) else "spark-processes"
         _spark_units[module] = unit
     return _spark_units[module]
 
@@ -133,8 +135,8 @@ def spark_unit(root: Path, module: str) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's file scheduling, except that the Spark modules form units: those sharing a
-    worker's SparkSession (one worker, one session; two such units) and those that start Spark
-    processes of their own (one worker, one standalone cluster)."""
+    worker's SparkSession (one worker, one session; two such units), those taking the standalone
+    cluster (one worker, one cluster) and those that start Spark processes of their own."""
     from xdist.scheduler import LoadFileScheduling
 
     class SparkModulesTogether(LoadFileScheduling):  # type: ignore[misc]

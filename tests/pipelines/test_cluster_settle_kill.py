@@ -36,22 +36,26 @@ before it calls the queue drained, so the same run still ends with nothing unpub
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster import event_log_conf, free_port, make_bare_python, read_event_log, wait_for
+from cluster import (
+    event_log_conf,
+    failed_tasks,
+    free_port,
+    make_bare_python,
+    read_event_log,
+    wait_for,
+    watch_and_kill,
+)
 from conftest import ROOT, require_service
 
 # a standalone cluster, ingest and a killed settle: about 100 s alone
@@ -66,9 +70,6 @@ ROWS = 50_000
 POISON = ROWS // 1000
 #: micro-batches of 10k: several of them, so the kill lands with work both behind and ahead of it
 BATCH = 10_000
-#: kill an executor only within this many seconds of a task's launch (a 10k micro-batch's tasks run
-#: for a second or more), so the SIGKILL lands while the task runs
-FRESH_TASK = 0.3
 #: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores);
 #: -DontCompileHugeMethods as get_session's default (decode's generated code is over 8000 bytes)
 QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
@@ -127,90 +128,6 @@ def _ledger_entries(conn: Any, schema: str) -> int:
     return int(row[0])
 
 
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as response:
-        return json.loads(response.read())
-
-
-def _running_tasks(ui: str, app_id: str) -> list[tuple[float, str]]:
-    """(seconds since launch, executor id) of every task running now, from the settle driver's REST
-    API (empty while it is not up). Task entities are written at each task's start and end, unlike
-    an executor's ``activeTasks``, which the status store may show a few hundred ms late."""
-    api = f"{ui}/api/v1/applications/{app_id}"
-    out: list[tuple[float, str]] = []
-    try:
-        for stage in _get_json(f"{api}/stages?status=active"):
-            tasks = _get_json(f"{api}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?status=RUNNING")
-            for task in tasks:
-                if task.get("status") == "RUNNING":
-                    launched = datetime.strptime(task["launchTime"], "%Y-%m-%dT%H:%M:%S.%f%Z")
-                    age = time.time() - launched.replace(tzinfo=UTC).timestamp()
-                    out.append((age, str(task["executorId"])))
-    except (OSError, ValueError, KeyError):
-        return []
-    return sorted(out)
-
-
-def _settle_app(cluster: Any) -> str:
-    """The id of the newest running settle application on the cluster, "" before it registers."""
-    running = [a for a in cluster.state().get("activeapps", []) if a.get("name") == "babelq-settle"]
-    return str(max(running, key=lambda a: a.get("starttime", 0))["id"]) if running else ""
-
-
-@dataclass
-class Watch:
-    """What the test saw while settle ran."""
-
-    app_id: str = ""
-    #: every executor JVM of the application seen: pid -> executor id
-    executors: dict[int, str] = field(default_factory=dict)
-    killed: int = 0
-    killed_executor: str = ""
-    killed_at_entries: int = 0
-    #: executor JVMs first seen after the kill
-    after_kill: dict[int, str] = field(default_factory=dict)
-    log: list[str] = field(default_factory=list)
-
-
-def _watch_and_kill(cluster: Any, settling: subprocess.Popen[str], *, ui: str, schema: str, expected: int,
-                    within: float) -> Watch:
-    """Poll until settle exits; SIGKILL a busy executor once the ledger holds some but not all entries."""
-    import psycopg
-
-    watch = Watch()
-    started = time.monotonic()
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        while settling.poll() is None and time.monotonic() - started < within:
-            time.sleep(0.1)
-            if not watch.app_id:
-                watch.app_id = _settle_app(cluster)
-                continue
-            for e in cluster.executor_pids(watch.app_id):
-                if e.pid not in watch.executors:
-                    watch.executors[e.pid] = e.executor_id
-                    if watch.killed:
-                        watch.after_kill[e.pid] = e.executor_id
-                        watch.log.append(f"{time.monotonic() - started:.1f} s: new executor "
-                                         f"{e.executor_id} (pid {e.pid})")
-            if watch.killed:
-                continue
-            entries = _ledger_entries(conn, schema)
-            if not 0 < entries < expected:
-                continue
-            # a task that started a moment ago: the kill lands inside it, not as it ends
-            live = {e.executor_id: e.pid for e in cluster.executor_pids(watch.app_id)}
-            running = _running_tasks(ui, watch.app_id)
-            fresh = [(age, x) for age, x in running if age < FRESH_TASK and x in live]
-            if fresh:
-                age, victim = fresh[0]
-                watch.killed_executor, watch.killed, watch.killed_at_entries = victim, live[victim], entries
-                cluster.kill_executor(watch.killed)
-                watch.log.append(f"{time.monotonic() - started:.1f} s: SIGKILL executor {victim} (pid "
-                                 f"{watch.killed}, its task started {age:.2f} s ago) at {entries:,} of "
-                                 f"{expected:,} ledger entries")
-    return watch
-
-
 def _outbox_pending(ledger_url: str) -> int:
     """Dead letters and retries the ledger's outbox holds but no one has published yet."""
     from babelq.pipelines.ledger import open_ledger
@@ -235,19 +152,6 @@ def _readers(stdout: str) -> dict[int, int]:
             break
         out[int(found["pid"])] = out.get(int(found["pid"]), 0) + int(found["n"])
     return out
-
-
-def _failed_tasks(events: Path) -> list[dict[str, Any]]:
-    """The ``Task End Reason`` of every task of the application's event log that did not succeed."""
-    [log] = [p for p in events.iterdir() if p.is_file() and not p.name.startswith(".")]
-    failed = []
-    for line in log.read_text("utf-8").splitlines():
-        event = json.loads(line)
-        if event.get("Event") == "SparkListenerTaskEnd":
-            reason = event.get("Task End Reason", {})
-            if reason.get("Reason") != "Success":
-                failed.append({**reason, "Message": str(reason.get("Message", ""))[:200]})
-    return failed
 
 
 def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
@@ -290,8 +194,10 @@ def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(bare),
     )
     try:
-        watch = _watch_and_kill(spark_cluster, settling, ui=f"http://127.0.0.1:{ui_port}", schema=schema,
-                                expected=bulk.expected_posted, within=270)
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            watch = watch_and_kill(
+                spark_cluster, settling, ui=f"http://127.0.0.1:{ui_port}", app_name="babelq-settle",
+                progress=lambda: _ledger_entries(conn, schema), expected=bulk.expected_posted, within=270)
         stdout, stderr = settling.communicate(timeout=60)
     finally:
         if settling.poll() is None:
@@ -330,7 +236,7 @@ def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
 
     # the kill hit a running task, Spark retried it, and the application got a new executor; the
     # only other failures allowed: tasks of the next stage missing the shuffle output lost with it
-    failed = _failed_tasks(events)
+    failed = failed_tasks(events)
     lost = [r for r in failed if r.get("Reason") == "ExecutorLostFailure"]
     assert lost, (failed, story)
     assert {r.get("Executor ID") for r in lost} == {watch.killed_executor}, (failed, story)
