@@ -104,18 +104,18 @@ _spark_units: dict[str, str | None] = {}
 
 
 #: session modules that spend most of their time waiting on Spark processes of their own (killed
-#: and restarted CLI runs): a second worker with a session of its own takes them, so the first
-#: session's worker is not the suite's longest
-_SECOND_SESSION = frozenset({
-    "tests/outbox/test_outbox_ingest.py",
-    "tests/pipelines/test_settle_crash.py",
-    "tests/pipelines/test_ingest_rerun.py",
-    "tests/pipelines/test_consume_crash.py",
-})
+#: and restarted CLI runs): workers with a session of their own take them, two units of about the
+#: same length, so the first session's worker is not the suite's longest
+_OTHER_SESSIONS = {
+    "tests/outbox/test_outbox_ingest.py": "spark-2",
+    "tests/pipelines/test_settle_crash.py": "spark-2",
+    "tests/pipelines/test_ingest_rerun.py": "spark-3",
+    "tests/pipelines/test_consume_crash.py": "spark-3",
+}
 
 
 def spark_unit(root: Path, module: str) -> str | None:
-    """``"spark"`` (or ``"spark-2"``) for a module that uses a worker's SparkSession,
+    """``"spark"`` (or ``"spark-2"``, ``"spark-3"``) for a module that uses a worker's SparkSession,
     ``"spark-cluster"`` for one that takes the standalone cluster, ``"spark-processes"`` for one
     that runs Spark only in processes of its own (CLI runs, kills), None otherwise."""
     if module not in _spark_units:
@@ -124,8 +124,8 @@ def spark_unit(root: Path, module: str) -> str | None:
         except OSError:
             source = ""
         unit = "spark" if _SESSION_SOURCE.search(source) else None
-        if unit is not None and module in _SECOND_SESSION:
-            unit = "spark-2"
+        if unit is not None:
+            unit = _OTHER_SESSIONS.get(module, unit)
         if unit is None and _SPARK_SOURCE.search(source):
             unit = "spark-cluster" if _CLUSTER_SOURCE.search(source) else "spark-processes"
         _spark_units[module] = unit
@@ -135,7 +135,7 @@ def spark_unit(root: Path, module: str) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """xdist's file scheduling, except that the Spark modules form units: those sharing a
-    worker's SparkSession (one worker, one session; two such units), those taking the standalone
+    worker's SparkSession (one worker, one session; three such units), those taking the standalone
     cluster (one worker, one cluster) and those that start Spark processes of their own."""
     from xdist.scheduler import LoadFileScheduling
 
