@@ -59,14 +59,11 @@ class _Call:
 
 class HandlerLoop:
     """An App's asyncio loop: created on first use, closed by :meth:`close` (and made anew if
-    used again). See the module's docstring for how it is driven. ``inline=False`` runs it on a
-    thread of its own from the first coroutine on."""
+    used again). See the module's docstring for how it is driven."""
 
-    def __init__(self, name: str = "babelq-asyncio", *, inline: bool = True) -> None:
-        self.name = name
-        #: driven by the calling threads (see the module's docstring), not a thread of its own
-        self.inline = inline
-        self._lock = threading.Lock()  # guards every attribute below and each _Call's outcome
+    def __init__(self, name: str = "babelq-asyncio") -> None:
+        self.name = name  # of the loop's own thread, when a caller inside another loop needs one
+        self._lock = threading.Lock()  # guards every attribute below and each _Call's fields
         self._idle = threading.Condition(self._lock)  # notified when the loop loses its driver
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -101,7 +98,7 @@ class HandlerLoop:
             raise ConfigurationError(
                 "a coroutine cannot be run to completion from the App's own event loop: await it"
             )
-        if self.inline and caller is None:
+        if caller is None:
             return self._run_driven(coroutine)
         return self._run_on_thread(coroutine)
 
