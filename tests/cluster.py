@@ -27,7 +27,8 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -478,3 +479,44 @@ def failed_tasks(events: Path) -> list[dict[str, Any]]:
             if reason.get("Reason") != "Success":
                 failed.append({**reason, "Message": str(reason.get("Message", ""))[:200]})
     return failed
+
+
+#: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores);
+#: -DontCompileHugeMethods as get_session's default (decode's generated code is over 8000 bytes)
+QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
+             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"]
+#: variables of the test process a babelq command run against the cluster must not see
+_CLI_SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS",
+                 "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a babelq command run against the cluster."""
+    env = {k: v for k, v in os.environ.items() if k not in _CLI_SCRUBBED}
+    # the driver must be reachable by the executors at the address it advertises
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", **(extra or {})})
+    return env
+
+
+@contextlib.contextmanager
+def queue_and_schema(redis: str, queue: str, postgres: str, prefix: str) -> Iterator[tuple[Any, str, str]]:
+    """A transport on ``redis`` whose ``queue`` and its DLQ are purged afterwards, and a PostgreSQL
+    schema of its own, dropped afterwards: (transport, the URL with the schema as ``search_path``,
+    the schema)."""
+    import psycopg
+
+    from babelq.envelope import dlq_name
+    from babelq.transports import open_transport
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    transport = open_transport(redis)
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield transport, f"{postgres}?options=-csearch_path%3D{schema}", schema
+    finally:
+        transport.purge(queue)
+        transport.purge(dlq_name(queue))
+        transport.close()
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -16,16 +16,24 @@ reason.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from babelq.envelope import dlq_name, make
-from cluster import event_log_conf, failed_tasks, free_port, make_bare_python, read_event_log, watch_and_kill
+from cluster import (
+    QUICK_JIT,
+    cli_env,
+    event_log_conf,
+    failed_tasks,
+    free_port,
+    make_bare_python,
+    queue_and_schema,
+    read_event_log,
+    watch_and_kill,
+)
 from conftest import ROOT, require_service
 
 pytestmark = [
@@ -41,11 +49,6 @@ ORDERS = 20_000
 BAD = 20
 #: micro-batches of 4k: several, so the kill lands with work both behind and ahead of it
 BATCH = 4_000
-#: short jobs on cold JVMs: C1 alone (as the settle kill test runs them)
-QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
-             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"]
-_SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS",
-             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +62,8 @@ def orders_queue(unique_queue: str) -> Any:
     """A Redis queue (and its DLQ) purged afterwards, and a PostgreSQL schema for the sink, dropped."""
     require_service("redis")
     require_service("postgres")
-    import psycopg
-
-    from babelq.transports import open_transport
-
-    schema = f"t_consume_kill_{uuid.uuid4().hex[:10]}"
-    transport = open_transport(REDIS)
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield unique_queue, transport, f"{POSTGRES}?options=-csearch_path%3D{schema}", schema
-    finally:
-        transport.purge(unique_queue)
-        transport.purge(dlq_name(unique_queue))
-        transport.close()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with queue_and_schema(REDIS, unique_queue, POSTGRES, "t_consume_kill") as (transport, url, schema):
+        yield unique_queue, transport, url, schema
 
 
 def _orders(conn: Any, schema: str) -> int:
@@ -106,8 +95,7 @@ def test_consume_on_the_cluster_survives_an_executor_sigkill(
     assert transport.size(queue) == ORDERS + BAD
 
     ui_port, events = free_port(), tmp_path / "consume-events"
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(bare_python)})
+    env = cli_env({"PYSPARK_PYTHON": str(bare_python)})
     args = [str(BABELQ), "consume", "--app", f"{EXAMPLE}:pipeline", "--broker", REDIS, "--queue", queue,
             "--sink", sink, "--checkpoint", str(tmp_path / "ck"), "--batch", str(BATCH), "--timeout", "240",
             "--master", spark_cluster.master_url, *QUICK_JIT, *event_log_conf(events),

@@ -41,17 +41,19 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cluster import (
+    QUICK_JIT,
+    cli_env,
     event_log_conf,
     failed_tasks,
     free_port,
     make_bare_python,
+    queue_and_schema,
     read_event_log,
     wait_for,
     watch_and_kill,
@@ -70,12 +72,6 @@ ROWS = 50_000
 POISON = ROWS // 1000
 #: micro-batches of 10k: several of them, so the kill lands with work both behind and ahead of it
 BATCH = 10_000
-#: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores);
-#: -DontCompileHugeMethods as get_session's default (decode's generated code is over 8000 bytes)
-QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
-             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods"]
-_SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS",
-             "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
 _READERS_HEAD = re.compile(r"  read from the broker by \d+ process\(es\):")
 _READER = re.compile(r"^ {4}executor (?P<host>[^:\s]+):(?P<pid>\d+): (?P<n>\d+)$")
 
@@ -92,30 +88,8 @@ def pipeline(unique_queue: str) -> Any:
     (``search_path`` in the URL; the settle CLI writes unprefixed tables), dropped afterwards."""
     require_service("redis")
     require_service("postgres")
-    import psycopg
-
-    from babelq.envelope import dlq_name
-    from babelq.transports import open_transport
-
-    schema = f"t_kill_{uuid.uuid4().hex[:10]}"
-    transport = open_transport(REDIS)
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield unique_queue, transport, f"{POSTGRES}?options=-csearch_path%3D{schema}", schema
-    finally:
-        transport.purge(unique_queue)
-        transport.purge(dlq_name(unique_queue))
-        transport.close()
-        with psycopg.connect(POSTGRES, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    # the driver must be reachable by the executors at the address it advertises
-    env.update({"SPARK_LOCAL_IP": "127.0.0.1", **(extra or {})})
-    return env
+    with queue_and_schema(REDIS, unique_queue, POSTGRES, "t_kill") as (transport, url, schema):
+        yield unique_queue, transport, url, schema
 
 
 def _ledger_entries(conn: Any, schema: str) -> int:
@@ -172,7 +146,7 @@ def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
     ingest = subprocess.run(
         [str(BABELQ), "ingest", str(bulk.path), "--broker", REDIS, "--queue", queue,
          "--rejects", str(tmp_path / "rejects"), "--master", spark_cluster.master_url, *QUICK_JIT],
-        capture_output=True, text=True, cwd=tmp_path, env=_env(bare), timeout=300, check=False,
+        capture_output=True, text=True, cwd=tmp_path, env=cli_env(bare), timeout=300, check=False,
     )
     assert ingest.returncode == 0, ingest.stderr[-4000:]
     published = ROWS - bulk.expected_rejected
@@ -191,7 +165,7 @@ def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
     settling = subprocess.Popen(
         [*settle, *event_log_conf(events),  # and the driver's REST API, to see which executor is busy
          "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(bare),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=cli_env(bare),
     )
     try:
         with psycopg.connect(POSTGRES, autocommit=True) as conn:
