@@ -40,8 +40,8 @@ import pytest
 from hypothesis import settings
 
 # Hypothesis's per-example deadline (200 ms) measures the machine, not the code, when two
-# workers share two cores with a Spark JVM: a GDPR round trip took 334 ms under that load and
-# failed a run. The examples, their number and every assertion stay as they are.
+# workers share two cores with a Spark JVM: a slow example under that load fails a run for
+# nothing. The examples, their number and every assertion stay as they are.
 settings.register_profile("babelq", deadline=None)
 settings.load_profile("babelq")
 

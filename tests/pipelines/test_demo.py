@@ -61,8 +61,8 @@ def test_the_demo_shows_counts_that_grow_to_each_stages_total(
 
 
 def test_the_demo_keeps_the_quick_jit_for_short_runs_only() -> None:
-    """C1 alone suits a short demo (100k: 21-24 s against 27-29 s with C2); a million rows run long
-    enough for C2 to repay its compiling (90-94 s against 98-103 s): the session's own JIT settings."""
+    """C1 alone suits a short demo; a million rows run long enough for C2 to repay its compiling,
+    so they keep the session's own JIT settings."""
     from babelq.pipelines.demo import QUICK_JIT_BELOW, demo_spark_conf
     from babelq.spark.session import _settings
 
@@ -74,8 +74,7 @@ def test_the_demo_keeps_the_quick_jit_for_short_runs_only() -> None:
     _, settings = _settings("local[2]", demo_spark_conf(1_000_000))
     assert "TieredStopAtLevel" not in settings["spark.driver.extraJavaOptions"]
     assert "-XX:-DontCompileHugeMethods" in settings["spark.driver.extraJavaOptions"]
-    # both keep the driver's heap from growing towards spark.driver.memory (the 100k demo's
-    # driver peaked 145-185 MB lower with it, same walls)
+    # both keep the driver's heap from growing towards spark.driver.memory
     assert "-XX:GCTimeRatio=4" in quick
     assert "-XX:GCTimeRatio=4" in settings["spark.driver.extraJavaOptions"].split()
 

@@ -107,8 +107,8 @@ def _rss_mb() -> float:
 
 
 def test_the_sqlite_ledgers_whole_table_reports_do_not_fill_its_page_cache(tmp_path: Path) -> None:
-    """The report's totals scan every entry once: with the 64 MB page cache settle's inserts want,
-    the 1M-payment demo's driver grew by about 66 MB for nothing (a scan reads each page once).
+    """The report's totals scan every entry once: with the big page cache settle's inserts want,
+    the scan would grow the driver by the cache's size for nothing (it reads each page once).
     The ledger is written by another process, so this one's allocator holds no freed cache."""
     target = str(tmp_path / "big.db")
     subprocess.run([sys.executable, "-c", _WRITE_BIG_LEDGER, target], check=True, timeout=120)

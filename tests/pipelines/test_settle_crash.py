@@ -34,7 +34,7 @@ from kills import gone, kill_after_progress
 from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
 from babelq.transports import Outgoing, open_transport
 
-# six cold settle processes: about 140 s alone, more than 300 s beside the other workers on a slower day
+# six cold settle processes: minutes alone, several times that beside other workers on a slow machine
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 4_000

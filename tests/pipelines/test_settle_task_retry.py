@@ -1,11 +1,12 @@
 """A settle task killed between its ledger commit and its outbox publish, retried by Spark in the same run.
 
 The crash tests of ``test_settle_crash.py`` kill the whole settle run; the next run publishes what
-the dead one committed but never published. On a cluster, one executor can die instead (the
-issue-11 cluster test SIGKILLs one): Spark retries its task in the *same* run, the retry finds the
-partition's postings and outbox keys already claimed (the first attempt committed them) and
-publishes nothing, and the run used to end "drained" with those dead letters and retries still in
-the outbox: the retried payments waited for another run, the DLQ missed its records.
+the dead one committed but never published. On a cluster, one executor can die instead
+(``test_cluster_settle_kill.py`` SIGKILLs one): Spark retries its task in the *same* run, the
+retry finds the partition's postings and outbox keys already claimed (the first attempt
+committed them) and publishes nothing, so unless settle publishes those rows before it calls the
+queue drained, the run ends "drained" with dead letters and retries still in the outbox: the
+retried payments wait for another run, the DLQ misses its records.
 
 Here the session-wide ``spark`` fixture (``local[2]``: Spark never retries a task) will not do, so
 the run is a child process on ``local[2,3]`` (three attempts per task), with the failpoint armed

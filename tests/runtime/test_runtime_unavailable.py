@@ -195,7 +195,8 @@ def _terminate(application_name: str) -> int:
 def test_6000_messages_survive_killed_store_connections_and_an_outage(
     pg_table: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 10: one dropped store connection dead-lettered 5,775 of 6,000 healthy messages."""
+    """Killed store connections and an outage cost no healthy message: none is dead-lettered or
+    failed, each is handled exactly once."""
     n = 6_000
     app_name = f"babelq-rt-{uuid.uuid4().hex[:8]}"
     with TcpProxy(("127.0.0.1", 5432)) as proxy:

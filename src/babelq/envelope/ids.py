@@ -1,10 +1,10 @@
 """Fast minting of UUID v4 strings and millisecond timestamps.
 
-``str(uuid.uuid4())`` builds a ``UUID`` object and an int per call, about 2.5 µs; a producer
-needs two ids per message (meta.id and, for a new trace, trace_id). Here one read of the
-operating system's random source gives both, and the strings are cut straight from its hex
-form, with the version nibble set to ``4`` and the variant nibble mapped into ``8..b``. The
-output is an ordinary RFC 4122 version-4 UUID (122 random bits).
+``str(uuid.uuid4())`` builds a ``UUID`` object and an int per call, a cost a producer pays on
+its hot path, and it needs two ids per message (meta.id and, for a new trace, trace_id). Here
+one read of the operating system's random source gives both, and the strings are cut straight
+from its hex form, with the version nibble set to ``4`` and the variant nibble mapped into
+``8..b``. The output is an ordinary RFC 4122 version-4 UUID (122 random bits).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ of claims it may hold:
   redelivered message gets its own claim back at once instead of waiting out the TTL.
 
 Only tokens this instance wrote are ever reused, and ``release`` deletes a claim only when
-its owner matches, so a worker can no longer free a claim another worker took over after
-its own expired. Tokens of ids in doubt are kept up to a bound (oldest dropped first); a
-dropped one only means that id waits for its claim TTL, as before.
+its owner matches, so a worker cannot free a claim another worker took over after its own
+expired. Tokens of ids in doubt are kept up to a bound (oldest dropped first); a dropped one
+only means that id waits for its claim TTL.
 """
 
 from __future__ import annotations

@@ -42,24 +42,20 @@ MARKER = ".babelq-demo"
 
 #: Spark settings of the session the demo starts for itself on a file of fewer than
 #: :data:`QUICK_JIT_BELOW` rows. Such a demo is a short run of small jobs on a fresh JVM, where the
-#: C2 JIT compiler burns more CPU compiling Spark than it saves (measured: about half of ingest's
-#: CPU time went to C2 compiler threads; the 100k demo 21-24 s with C1 alone against 27-29 s,
-#: 300k 35 s against 42 s); C1 alone compiles quickly and is fast enough. The setting replaces
-#: get_session's default driver options, so they are repeated (:data:`DRIVER_JVM_FLAGS`): without
+#: C2 JIT compiler spends more CPU compiling Spark's generated code than a short run earns back;
+#: C1 alone compiles quickly and is fast enough. The setting replaces get_session's default
+#: driver options, so they are repeated (:data:`DRIVER_JVM_FLAGS`): without
 #: ``-XX:-DontCompileHugeMethods`` the JIT never compiles Spark's generated code for decode's wide
 #: projection (over 8000 bytes), which settle runs on every message, and without the heap growth
-#: setting the driver's heap grows further (the 100k demo's JVM peaked at 1,121-1,181 MB against
-#: 989-1,000 MB, same walls). Adaptive query execution is
-#: off too: on 2 cores with 4 shuffle partitions it has nothing to coalesce, and each shuffle it
-#: re-plans is a Spark job of its own (the 100k demo 20.7-21.3 s without it against 21.6-23.7 s;
-#: at 1M, 94 s against 89 s, so only here).
+#: setting the driver's heap grows further for no gain in time. Adaptive query execution is off
+#: too: on 2 cores with 4 shuffle partitions it has nothing to coalesce, and each shuffle it
+#: re-plans is a Spark job of its own, a cost only a short run notices.
 DEMO_SPARK_CONF = {
     "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {DRIVER_JVM_FLAGS}",
     "spark.sql.adaptive.enabled": "false",
 }
 #: From this many rows the demo runs long enough for C2's faster code to repay its compiling: it
-#: keeps get_session's settings (the 1M demo took 90-94 s with them against 98-103 s with C1
-#: alone, three runs each, peak RSS 1.8-2.0 GB against 1.7-1.9 GB).
+#: keeps get_session's settings.
 QUICK_JIT_BELOW = 600_000
 
 
@@ -120,10 +116,8 @@ def run_demo(
     ``pdf`` (a one-line ConfigurationError at once when there is no Chromium) or ``none``.
     ``progress`` shows the stages while they run (:mod:`babelq.pipelines.progress`; default: off).
     ``retry_delay_ms`` is the base of the retries' backoff: short, so that the transient failures'
-    retries come back in the next micro-batch (with 200 ms their jitter spread them over two or
-    three more micro-batches: 6.5-7.6 s after the first batch against 3.7-4.8 s at 50 ms; at 50 ms
-    up to 23 of a 100k run's 200 second retries still waited for a micro-batch of their own, which
-    10 ms saves: settle 9.3-9.5 s against 10.2-10.3 s).
+    retries come back in the next micro-batch: a longer base lets their jitter spread them over
+    several small micro-batches, each paying a Spark job's fixed cost.
     """
     from babelq.pipelines.cluster_checks import check_cluster_targets
 

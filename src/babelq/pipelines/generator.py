@@ -180,10 +180,9 @@ def generate_bulk_file(
 
     Deterministic for a seed. Clean values are drawn column by column (numpy's generator, pyarrow's
     string kernels) and written :data:`CHUNK_ROWS` at a time, so a million rows take a few seconds
-    and the memory of one chunk (the file used to be built as a list of dicts first: a million
-    rows held some 800 MB in the demo's driver). Only the few rows with a defect are touched one
-    by one. A duplicate reference repeats the reference of a clean row earlier in the file, as a
-    re-keyed line of a real file would.
+    and the memory of one chunk, never a Python object per row. Only the few rows with a defect
+    are touched one by one. A duplicate reference repeats the reference of a clean row earlier
+    in the file, as a re-keyed line of a real file would.
     """
     import numpy as np
     import pyarrow as pa

@@ -545,8 +545,8 @@ class SQLiteLedger(Ledger):
         )
 
     def _claim_ids(self, ids: Sequence[str], at: int) -> set[str]:
-        # sorted: random keys inserted in key order touch each B-tree page once (a quarter to a
-        # third faster once the table holds a million ids). The usual case is that every id is
+        # sorted: random keys inserted in key order touch each B-tree page once, which matters
+        # once the table is bigger than the page cache. The usual case is that every id is
         # new: one INSERT ... ON CONFLICT DO NOTHING by executemany, and the change count says
         # so (exact: the transaction holds the write lock, BEGIN IMMEDIATE). Otherwise that is
         # undone and the taken ids are asked first (one statement: they travel as one JSON array)
@@ -616,9 +616,9 @@ class SQLiteLedger(Ledger):
 
     def _scan(self, sql: str) -> list[tuple[Any, ...]]:
         """Run ``sql`` with a page cache of :data:`_SCAN_CACHE_KIB`, then give the cache back its
-        size. A scan reads each page once, so the 64 MB that settle's inserts want would only
-        hold pages nobody reads again: it grew the 1M-payment demo's driver by about 66 MB for
-        its report. Lowering the size frees the pages beyond it at once."""
+        size. A scan reads each page once, so the big cache that settle's inserts want would only
+        grow the driver's memory with pages nobody reads again. Lowering the size frees the pages
+        beyond it at once."""
         self._c.execute(f"PRAGMA cache_size=-{_SCAN_CACHE_KIB}")
         try:
             return self._query(sql)

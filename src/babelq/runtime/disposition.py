@@ -16,8 +16,8 @@ body cannot be written goes to the DLQ instead of looping, and a dead letter tha
 annotated or encoded falls back to the poison record of the original bytes
 (:func:`babelq.envelope.poison_record`), which keeps them exactly. ``attempts`` never goes
 beyond signed 64-bit (consumers call a larger one poison): a message already at the maximum
-that fails again is dead-lettered. (Before this, a body decode accepted but encode refused
-came back after every visibility timeout with ``attempts`` 0 and the DLQ empty.)
+that fails again is dead-lettered. (Otherwise a body decode accepted but encode refused would
+come back after every visibility timeout, its ``attempts`` never counted, the DLQ empty.)
 
 When dead-lettering is switched off a message that should be dead-lettered is still never
 silently dropped: the ``release`` policy puts it back unchanged with the maximum delay and

@@ -5,12 +5,11 @@ Two consumers apply them. The worker runtime does, per message in Python
 (:mod:`babelq.runtime.pipeline` and the built-in middleware call the functions here), and so
 does the payments pipeline's ``settle``, per micro-batch as Spark expressions
 (:mod:`babelq.pipelines.settle.classify` builds one ``CASE WHEN`` from :data:`ORDER`, a branch per
-rule, and asks :class:`RetryPolicy` the same questions). They used to carry a copy each, and the
-copies drifted: a ``schema_version: 2`` body was cause ``unsupported`` in settle and had no cause
-in the runtime, settle retried after a fixed delay where the runtime used jittered backoff, and
-the two checked expiry and the URN in opposite orders. Keeping the names, the order and the
-retry policy here, below both, is what keeps them equal; ``tests/pipelines/test_settle_rules_agree.py``
-feeds the same bodies to both and compares the outcomes.
+rule, and asks :class:`RetryPolicy` the same questions). Two copies of the rules would drift
+apart (a cause named in one and not the other, a different backoff, checks in another order), so
+the names, the order and the retry policy live here, below both;
+``tests/pipelines/test_settle_rules_agree.py`` feeds the same bodies to both and compares the
+outcomes.
 
 The rules, in order (the first that applies decides):
 

@@ -4,8 +4,7 @@ Spark's in-memory cache compresses every column by default, and choosing a compr
 pass over each column of each batch (``DictionaryEncoding``'s statistics with a hash map per
 column). For a DataFrame cached only to be read by the next two or three actions of the same
 job (ingest: the counts, the rejects, the publish), that CPU is spent on the critical path and
-saved nowhere; measured in ingest's profile it was a visible share of the executors' time on a
-100k-row file. :func:`cache_uncompressed` caches without it. The setting is read when the cache
+saved nowhere. :func:`cache_uncompressed` caches without it. The setting is read when the cache
 is declared, so it applies to this DataFrame only and the session's setting is restored.
 """
 

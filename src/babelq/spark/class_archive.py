@@ -1,12 +1,10 @@
-"""A class-data sharing (AppCDS) archive for the driver's JVM: Spark starts in half the CPU.
+"""A class-data sharing (AppCDS) archive for the driver's JVM: Spark starts on far less CPU.
 
 A fresh Spark JVM loads, verifies and links some 15,000 classes before the first query is done,
 and does it again in every process: ``babelq demo``, every CLI command, every test session.
 Java 17 can record the classes a run loaded into an archive at exit
 (``-XX:ArchiveClassesAtExit``) and map that archive, already parsed and verified, into the next
-JVM (``-XX:SharedArchiveFile``). Measured on the development machine (2 cores), a short Spark
-job (start, CSV validation of 100k rows, stop) took 17.0-18.4 s of CPU with the archive against
-25.4-26.6 s without, and its wall time fell from 25-31 s to 13-20 s.
+JVM (``-XX:SharedArchiveFile``), so a short Spark job stops paying most of its start-up.
 
 :func:`java_options` gives the options for the next JVM this process launches:
 

@@ -576,7 +576,7 @@ def decode(
     # parsed document are at hand; only that column is carried to the final projection. Every
     # field a projection carries counts towards Spark's limit of 100 (nested) fields for
     # whole-stage code generation, which decode with a data struct comes close to (99 with the
-    # benchmark's data type); beyond it the projection runs interpreted, about 25% slower.
+    # benchmark's data type); beyond it the projection runs interpreted, markedly slower.
     block_kind = sf.schema_of_variant(_field(doc, "$.dead_letter"))
     rules = [
         (~_h("x_data_ok"), _lit("data is missing or not an object")),

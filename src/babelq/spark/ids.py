@@ -29,8 +29,8 @@ def name_uuid(namespace: uuid.UUID, name: Column) -> Column:
 
     # digit 13 becomes the version (5); digit 17 keeps its two low bits under the variant 10xx:
     # (d & 3) | 8 for a lowercase hex digit d, as a character map (sha1 gives lowercase hex). A
-    # map, not conv()/hex() arithmetic: those parse and print strings per row and made the
-    # whole encode of ingest about 60% slower
+    # map, not conv()/hex() arithmetic: those parse and print strings per row, a cost the
+    # whole encode of ingest would feel
     variant = sf.translate(part(17, 1), "0123456789abcdef", "89ab89ab89ab89ab")
     dash = sf.lit("-")
     text = sf.concat(

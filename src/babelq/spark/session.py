@@ -13,7 +13,7 @@
 Why the fallback is handed to Spark as ``$MASTER`` instead of as a setting: spark-submit, which
 also launches the JVM of a plain ``python`` process, takes ``--master``, then ``spark.master``
 from ``--conf`` and ``spark-defaults.conf``, then ``$MASTER``, then ``local[*]``. A master passed
-as a setting beats all of those, which is how babelq used to force ``local[2]`` over a cluster.
+as a setting beats all of those, so a fallback given that way would override a cluster.
 Giving ``local[2]`` as ``$MASTER`` (only while this process launches its JVM, only when the
 variable is unset) puts it exactly under everything a person can configure, without babelq
 reading Spark's files itself. Under spark-submit the JVM is already running with its master;
@@ -74,13 +74,13 @@ EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
 #: the driver JVM's options (babelq's defaults, the caller's, the class archive's)
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 #: HotSpot never JIT-compiles a method over 8000 bytes of bytecode; Spark's generated code for a
-#: wide projection (babelq.spark.decode's) is bigger and runs about twice as slow interpreted. On a
+#: wide projection (babelq.spark.decode's) is bigger and runs much slower interpreted. On a
 #: cluster, the executors get the same flag (spark.executor.extraJavaOptions).
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 #: G1 grows the heap while more than 1/(1+GCTimeRatio) of the time goes to collecting; its default
-#: ratio, 12, let a local driver (which hosts the executors too) grow towards spark.driver.memory in
-#: any long run: the 1M demo's JVM peaked at 1,511-1,996 MB with it, 1,434-1,527 MB with 4, same
-#: walls (docs/pipelines.md, Performance). Only the driver's: an executor's heap is its own setting.
+#: ratio, 12, lets a local driver (which hosts the executors too) grow towards spark.driver.memory
+#: in any long run, at no gain in time (docs/pipelines.md, Performance). Only the driver's: an
+#: executor's heap is its own setting.
 HEAP_GROWTH = "-XX:GCTimeRatio=4"
 #: babelq's default driver JVM options (a caller's spark.driver.extraJavaOptions replaces them)
 DRIVER_JVM_FLAGS = f"{COMPILE_HUGE_METHODS} {HEAP_GROWTH}"
@@ -261,9 +261,9 @@ def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, 
         DUPLICATE_KEYS_CONF: "true",
         # PySpark records the Python call site of every Column function for error messages: five
         # extra Py4J round trips per call (the session, the origin object, a setting, set, clear).
-        # babelq builds its codecs and checks from thousands of such calls, so this tripled the time
-        # to build decode's expressions (9,877 Py4J calls against 3,122 without). An error still
-        # names the failing expression; set it to true to get the Python line as well.
+        # babelq builds its codecs and checks from thousands of such calls, so this would multiply
+        # the time to build decode's expressions. An error still names the failing expression;
+        # set it to true to get the Python line as well.
         DEBUGGING_CONF: "false",
     }
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})

@@ -4,10 +4,8 @@ Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Pyt
 starts: the data source's planner and writer, the streaming reader, the workers of Python UDFs
 and ``mapInArrow``. When pyspark is pip-installed, ``$SPARK_HOME`` is the installed package, so
 the zip holds the same modules as the package directory, but Python caches no bytecode for a
-zip: every new process compiles the pyspark modules it imports from source. On the development
-machine that is 0.7 to 1.0 s of CPU per process (``pyspark.sql.worker.plan_data_source_read``:
-1.27 s from the zip, 0.32 s installed), and a payments demo starts six such processes in a row,
-most of them on the critical path.
+zip: every new process compiles the pyspark modules it imports from source, and a payments demo
+starts six such processes in a row, most of them on the critical path.
 
 :func:`spark_home_without_zip` builds, once per pyspark installation, a directory under
 babelq's cache whose ``bin``, ``jars`` and ``sbin`` are links to the installed package's and

@@ -3,10 +3,9 @@
 Spark starts every Python worker with ``$SPARK_HOME/python/lib/pyspark.zip`` first on its path.
 When pyspark is pip-installed, ``$SPARK_HOME`` *is* the installed package, so the zip holds the
 very same modules as the package directory beside it, but Python cannot cache compiled bytecode
-inside a zip: every new worker process compiles the pyspark modules it imports from source
-(measured on the development machine: ``pyspark.worker`` 0.99 s from the zip, 0.18 s installed;
-the data source planner 1.27 s against 0.32 s), and Spark starts a separate daemon per worker
-module (the data source's writer, its commit, its planner, UDFs...), each paying again.
+inside a zip: every new worker process compiles the pyspark modules it imports from source, and
+Spark starts a separate daemon per worker module (the data source's writer, its commit, its
+planner, UDFs...), each paying again.
 
 :func:`babelq.spark.session.get_session` names this module as ``spark.python.daemon.module``.
 It drops the zip from ``sys.path`` only when the zip is the installed package's own copy
@@ -56,8 +55,8 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
 
     Why: pyspark's daemon forks a worker per task slot, and a reused worker runs a full
     ``gc.collect()`` after every task. A worker holds about 80,000 tracked objects, most of them
-    the modules above (pandas alone is some 300 modules), and each collect walked them all: 25-50
-    ms a task, about 7% of the workers' samples in a settle of 500,000 messages. Imported here,
+    the modules above (pandas alone is some 300 modules), and each collect walks them all, a
+    cost paid on every task. Imported here,
     before the fork, and frozen (``gc.freeze``), they are shared by every worker and skipped by
     its collections; the workers also stop importing them one by one.
     """

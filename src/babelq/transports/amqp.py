@@ -31,8 +31,8 @@ Why it looks the way it does:
   an empty answer meaning an empty queue).
 * **Speed.** The client (:mod:`babelq.transports.amqp_client`) parses whole socket reads,
   keeps each delivery's properties as raw bytes (decoded on first read of
-  ``Delivery.headers``) and writes a batch of publishes or acks with one ``sendall``; pika
-  spent most of a consumer's CPU decoding frames.
+  ``Delivery.headers``) and writes a batch of publishes or acks with one ``sendall``: decoding
+  frames is where a general-purpose client spends most of a consumer's CPU.
 * **Reservations are connection-bound.** A delivery tag only means something on the channel
   that received it: it cannot be acked from another connection or process, and it needs no
   lease (``leased_reservations`` is False): the broker holds it until the channel closes. A
@@ -663,8 +663,8 @@ class AMQPTransport(BaseTransport):
 
         A consumer only sees what the broker has pushed so far, and a busy broker (or a slow
         network) can take longer than a short wait to push the next window, so an empty buffer
-        does not mean an empty queue; ``App.drain`` stopped on thousands of ready messages that
-        way. ``basic.get`` takes a ready message if there is one. If it finds none, a second one
+        does not mean an empty queue (``App.drain`` would stop with thousands of messages ready).
+        ``basic.get`` takes a ready message if there is one. If it finds none, a second one
         is sent: RabbitMQ may write deliveries it dispatched to our consumer *before* the first
         get after that get's reply, but never after the reply to the next method, so once both
         came back empty every delivery dispatched to us is in the buffer. An empty answer

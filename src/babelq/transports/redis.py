@@ -131,8 +131,8 @@ end
 
 # The delivery counts (KEYS[5] of the reserves, ``<queue>:deliveries``) are written for a whole
 # batch at once. Redis keeps a small hash as a listpack, where setting or deleting a field scans
-# the whole hash, so a batch of n counts costs n^2 (Redis' default keeps up to 512 fields so:
-# a prefetch of 256 spent more time there than in everything else the reserve does). One field
+# the whole hash, so a batch of n counts costs n^2 (Redis' default keeps up to 512 fields so,
+# and at a large prefetch that outweighs everything else the reserve does). One field
 # whose value is longer than ``hash-max-listpack-value`` (64 bytes by default) makes Redis keep
 # the hash as a hash table, where each field costs the same whatever the size. The field's name
 # is no sha1 digest (40 hex characters), so no body's count can ever be read from it; the

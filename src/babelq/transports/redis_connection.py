@@ -2,9 +2,9 @@
 
 Why a module of its own: the default layout (:mod:`babelq.transports.redis`) and the
 Laravel-compatible one (:mod:`babelq.transports.redis_laravel`) differ in their keys and Lua
-scripts, and in nothing else about how they reach Redis. Kept in each, that code was two
-near-identical copies where every fix had to be made twice; here there is one of each rule,
-and a layout module holds only its layout.
+scripts, and in nothing else about how they reach Redis. Kept in each, that code would be two
+near-identical copies where every fix must be made twice; here there is one of each rule, and
+a layout module holds only its layout.
 
 What lives here, and why each rule is what it is:
 

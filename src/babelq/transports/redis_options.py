@@ -5,10 +5,10 @@ own options default to ``None``, meaning "that layout's default" (``prefix`` is 
 default layout and ``queues:`` in the Laravel one, the lease 30 s and 90 s).
 
 redis-py's connection options are an explicit list, typed here and handed to redis-py in the
-URL it opens (as written in the query, or formatted from a keyword). Before, any key we did not
-know went to redis-py, which passed unknown ones to its connection class as keywords, so a typo
-failed at the first connect with a ``TypeError``; now it is refused at open like on every other
-scheme. A redis-py option missing from the list is a one-line addition here.
+URL it opens (as written in the query, or formatted from a keyword). Any other key is refused
+at open, as on every other scheme: redis-py would pass it to its connection class as a keyword,
+and a typo would fail only at the first connect, with a ``TypeError``. A redis-py option missing
+from the list is a one-line addition here.
 """
 
 from __future__ import annotations

@@ -91,10 +91,10 @@ READS = "babelq_reads"
 
 # Why two tables. A claim, a renewal and a release change a message's lease and due time only,
 # but SQLite rewrites a whole row to change one column: with the body in the same row, leasing
-# 50,000 rows rewrote 50,000 bodies into the write-ahead log while every other slot waited for
-# the write lock. The state rows are a few dozen bytes (100,000 rows of 800-byte bodies, claimed
-# 50,000 at a time and read: 0.28-0.30 s instead of 0.64-0.93 s). A body is written when the
-# message is stored, replaced by a retry, and deleted with its state row (trigger below).
+# a batch would rewrite every body into the write-ahead log while every other slot waits for the
+# write lock. The state rows are a few dozen bytes, so a lease change rewrites little. A body
+# is written when the message is stored, replaced by a retry, and deleted with its state row
+# (trigger below).
 _SCHEMA = (
     f"""CREATE TABLE IF NOT EXISTS {STATE} (
         id INTEGER PRIMARY KEY,

@@ -1,9 +1,9 @@
 """One parser for every transport's URL options.
 
-Why one: the transports used to read their query strings five ways (one passed unknown keys
-on to its client, others refused them, some let ``int()`` raise a bare ``ValueError``). Now a
-transport declares its options once, as a frozen dataclass deriving from :class:`URLOptions`,
-and this module does the rest the same way for all of them:
+Why one: a transport reading its own query string ends up with its own answers (unknown keys
+passed on to a client or refused, a bare ``ValueError`` from ``int()``). So a transport
+declares its options once, as a frozen dataclass deriving from :class:`URLOptions`, and this
+module does the rest the same way for all of them:
 
 * :class:`TransportURL` splits a URL once: scheme, credentials, host, port, path and the query
   as ``(key, value)`` pairs (percent-decoded, in order, blank values kept).

@@ -5,7 +5,7 @@ Everything here is Spark SQL expressions (no Python runs per row):
 1. :func:`decoded` reads every body with :func:`babelq.spark.decode.decode` (babelq's JVM scanner)
    and keeps what settle needs: the typed fields, ``data`` as JSON text, the verdict. Settle
    applies it once, to the streaming DataFrame, not to every micro-batch: building decode's
-   expressions costs about a second of Python and Py4J calls, and the same expressions on every
+   expressions costs many Python and Py4J calls, and the same expressions on every
    batch let Spark reuse the code it generated for them.
 2. :func:`classified` gives every row the first rule of :data:`babelq.runtime.rules.ORDER` that
    applies (``rule``: ``poison``, ``unsupported``, ``expired``, ``deferred``, ``unknown_urn``, or
@@ -29,9 +29,9 @@ is never taken for a copy. The partition marks the copies it holds itself, in re
 (:func:`babelq.pipelines.settle.partition.settle_partition`). Copies that two slots read are
 settled by both and the ledger keeps one, inside each partition's transaction: a processed id is
 claimed once, an outbox key (id and attempts) once. A shuffle by ``meta.id`` would bring the
-copies together, but it moved every body of the micro-batch a second time to catch the rare copy:
-about 13% of settle's time at a million messages on 2 cores, and on a cluster every body over
-the network.
+copies together, but it would move every body of the micro-batch a second time to catch the rare
+copy: a visible share of settle's time on a small machine, and on a cluster every body over the
+network.
 
 Code generation. The rules compare with ``now``: each row's ``reserved_at``, a value in the data,
 so that every micro-batch runs the same generated code (:class:`Classifier`).
@@ -142,16 +142,15 @@ def rule_column(now: Column, urns: Sequence[str]) -> Column:
 class Classifier:
     """:func:`classified` with its columns built once, for a query that classifies every micro-batch.
 
-    Building the ``CASE WHEN`` and the retry decision costs a few hundred Py4J calls (about
-    0.1-0.3 s of the driver's time on a small machine); a streaming settle used to pay it on every
-    micro-batch.
+    Building the ``CASE WHEN`` and the retry decision costs a few hundred Py4J calls, too much
+    driver time to pay on every micro-batch of a streaming settle.
 
     ``now``: a streamed micro-batch is judged by each row's ``reserved_at`` (when the broker
     handed it over), a value in the data, so every micro-batch runs the same plan and the same
-    generated code. A literal ``now`` differed on every batch and Spark inlines a long literal
-    into the Java it generates: every micro-batch compiled decode's and the rules' code anew and
-    ran it cold (2 classes a batch; 200,000 rows took 2.8-3.2 s instead of 1.1-1.4 s). A caller
-    that passes ``now_ms`` (a batch DataFrame, a test) gets that literal."""
+    generated code. A literal ``now`` would differ on every batch, and Spark inlines a long
+    literal into the Java it generates: every micro-batch would compile decode's and the rules'
+    code anew and run it cold. A caller that passes ``now_ms`` (a batch DataFrame, a test) gets
+    that literal."""
 
     def __init__(self, *, urns: Sequence[str], policy: rules.RetryPolicy) -> None:
         from pyspark.sql import functions as sf

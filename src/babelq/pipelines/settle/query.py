@@ -105,8 +105,8 @@ _POLL_SECONDS = 0.1
 #: micro-batch slower than this starts the next at once, so it is the latency of an idle queue.
 TRIGGER_MS = 100
 #: Settle's micro-batch when the caller names none and the executors read the broker (SQLite,
-#: Redis): each micro-batch pays fixed costs (a Spark job, planning, the ack), so a big one. At
-#: 100,000 a settle on 2 cores ran 20.7k messages/s, at 20,000 14.4k (bench/bench_settle.py).
+#: Redis): each micro-batch pays fixed costs (a Spark job, planning, the ack), so a big one
+#: (``bench/bench_settle.py --batch`` compares sizes).
 EXECUTORS_READ_BATCH = 100_000
 #: ... and where the driver's planner reads (AMQP, SQS): every body of a micro-batch passes through
 #: the driver's memory, so a smaller one.
@@ -193,9 +193,9 @@ def process_batch(
 class BatchAcks:
     """Acks settled micro-batches (:func:`ack_settled`) in one background thread, in order.
 
-    Why a thread: the ack of a micro-batch of 100,000 SQLite rows takes about 0.35 s of the
-    driver. Done inline it delayed Spark's commit of the batch and the planning of the next one
-    by as much. In the background it overlaps them; the next batch's tasks wait for the queue's
+    Why a thread: the ack of a big micro-batch of SQLite rows is a long write on the driver.
+    Done inline it would delay Spark's commit of the batch and the planning of the next one by
+    as much. In the background it overlaps them; the next batch's tasks wait for the queue's
     lock only if they claim before it is done. Safe in any order: every outcome is committed and
     published before the ack is asked for. A run that dies before its ack has the source ack the
     batch when it restarts (or the leases lapse and the ledger drops the copies), and acking a
@@ -321,8 +321,8 @@ class SettleQuery:
     """A settle run made ready to start (:func:`prepare_settle`): the ledger opened and its outbox
     flushed, the decoded stream and the classifier built. :meth:`run` starts the query.
 
-    Preparing is the driver's Python and Py4J work (about 1.5 s on a small machine: decode's
-    expressions, the source's schema, the ledger); a caller with something else to wait for (the
+    Preparing is the driver's Python and Py4J work (decode's expressions, the source's schema,
+    the ledger); a caller with something else to wait for (the
     demo, while ingest publishes) prepares in another thread and runs when the queue is filled."""
 
     config: SettleConfig

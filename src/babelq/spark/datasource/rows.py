@@ -134,8 +134,8 @@ def to_arrow(rows: Sequence[ReservedRow], reserved_at: int, batch_id: int | None
 
 def deliveries_to_arrow(deliveries: Sequence[Delivery], reserved_at: int, batch_id: int, read_by: str) -> Any:
     """The Arrow batch of an executor's own deliveries, column by column: the same values
-    :func:`to_arrow` gives for :func:`to_rows` of them, without a row object per message (the
-    executors' read of a 100k micro-batch spent about half its Python time building those)."""
+    :func:`to_arrow` gives for :func:`to_rows` of them, without a row object per message (building
+    those would be much of an executor's Python time in a read)."""
     import pyarrow as pa
 
     n = len(deliveries)

@@ -39,7 +39,7 @@ driver. Why this is correct:
 acked on the channel that received it, and an SQS receipt handle has no durable place on the
 queue to be recorded in, so the reader reserves in ``latestOffset`` on the driver, ships the
 bodies to executors inside the input partitions, keeps every receipt and settles through the
-same open transport (the design before executors read). A batch it replays after a restart
+same open transport. A batch it replays after a restart
 reserves afresh (the dead run's reservations come back on their own).
 
 The life of a batch, either way:

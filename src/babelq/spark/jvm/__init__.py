@@ -20,8 +20,8 @@ from ``jvm/src`` by ``jvm/build.py`` and shipped inside the package, holds both:
 
 The first two are registered as Java UDFs rather than called through Spark's ``reflect``:
 ``reflect`` has no generated code, and a single such expression takes the whole projection
-around it out of whole-stage code generation (measured: decode ran at half speed because of
-one). The JSON writers are catalog functions instead of Java UDFs because a UDF receives its
+around it out of whole-stage code generation, and one is enough to slow all of decode. The
+JSON writers are catalog functions instead of Java UDFs because a UDF receives its
 struct argument converted to a ``Row``, which for a nested payload costs about as much as the
 writing; a catalog function's ``invoke`` gets Spark's internal row from generated code.
 
@@ -260,7 +260,7 @@ def catalog_scanner(spark: Any) -> str | None:
 
     The same scan as :func:`scanner` and :func:`typed_scanner`, but Spark gets its rows in its
     internal form: the Java UDFs return ``Row`` objects that Spark converts value by value, which
-    for a typed ``data`` struct cost about as much as the scan (issue 15). Call it as
+    for a typed ``data`` struct cost about as much as the scan. Call it as
     ``name(body_binary)`` (``data`` as the text's bytes) or ``name(body_binary,
     lit(None).cast(data_schema))``: only the second argument's type matters, it is how the data
     type reaches the function. None where the catalog does not load or an older jar lacks it.
