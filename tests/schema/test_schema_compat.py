@@ -197,6 +197,21 @@ def test_additional_properties_schemas() -> None:
     assert texts(constrained, open_) == []
 
 
+def test_boolean_schemas_and_items_added() -> None:
+    assert texts(obj({"v": True}), obj({"v": {"type": "string"}})) == [
+        "v: type string added where any type was allowed"
+    ]
+    assert texts(obj({"v": False}), obj({"v": {"type": "string"}})) == []
+    assert texts(obj({"v": {"type": "string"}}), obj({"v": True})) == []
+    assert texts(
+        obj({"v": {"type": "array"}}), obj({"v": {"type": "array", "items": {"type": "integer"}}})
+    ) == ["v[]: type integer added where any type was allowed"]
+    assert (
+        texts(obj({"v": {"type": "array", "items": {"type": "integer"}}}), obj({"v": {"type": "array"}}))
+        == []
+    )
+
+
 def test_type_object_added_on_data_itself_is_not_a_break() -> None:
     assert texts({"properties": {}}, {"type": "object", "properties": {}}) == []
     assert texts({"properties": {"a": {}}}, {"properties": {"a": {"type": "object"}}}) == [
@@ -228,7 +243,7 @@ def test_a_change_prints_with_its_path() -> None:
 
 # -- the promise, on generated schemas and data -----------------------------------------------------
 
-LEAF = st.fixed_dictionaries(
+SCALAR = st.fixed_dictionaries(
     {"type": st.sampled_from(["integer", "number", "string", "boolean"])},
     optional={
         "minimum": st.integers(-3, 3),
@@ -236,6 +251,8 @@ LEAF = st.fixed_dictionaries(
         "enum": st.lists(st.sampled_from([0, 1, 2, "a", "bb", True]), min_size=1, max_size=3, unique=True),
     },
 )
+ARRAY = st.fixed_dictionaries({"type": st.just("array")}, optional={"items": st.booleans() | SCALAR})
+LEAF = st.one_of(SCALAR, ARRAY, st.booleans())
 NAMES = st.sampled_from(["a", "b", "c"])
 SCHEMA = st.builds(
     lambda props, required, closed: {
@@ -248,7 +265,8 @@ SCHEMA = st.builds(
     st.lists(NAMES, max_size=3),
     st.booleans(),
 )
-VALUE = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, "a", "bb", "", True, False, None]))
+SCALAR_VALUE = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, "a", "bb", "", True, False, None]))
+VALUE = SCALAR_VALUE | st.lists(SCALAR_VALUE, max_size=3)
 DATA = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), VALUE, max_size=4)
 
 

@@ -30,7 +30,8 @@ itself, which the standard makes always an object. Annotations (``description``,
 
 The rules assume producers write the fields their schema declares: an optional property added to
 a schema that allows extra keys is compatible, though an old producer could have sent that key
-with another type. Properties are compared by name, array items through ``items``, and an
+with another type. Properties are compared by name, array items through ``items`` (an ``items``
+schema where there was none is compared with the empty schema, which allowed any item), and an
 ``additionalProperties`` schema against the other one's. Keywords outside that subset
 (``$ref``, ``allOf``...) are not compared. Paths are written as the registry writes them:
 dotted, ``[]`` for array items, ``*`` for additional properties (``customer.email``,
@@ -129,9 +130,13 @@ def _lowered(old: Any, new: Any) -> bool:
 
 
 def _compare(path: str, old: Any, new: Any, found: list[Change]) -> None:
+    if old is False or new is True:
+        return  # nothing was accepted before, or everything is now
+    if new is False:
+        found.append(Change(path, "now accepts no value (false)"))
+        return
+    old = {} if old is True else old  # the same schema, so the keyword rules apply to it
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
-        if old is not False and new is False:
-            found.append(Change(path, "now accepts no value (false)"))
         return
 
     def add(text: str) -> None:
@@ -189,8 +194,9 @@ def _compare(path: str, old: Any, new: Any, found: list[Change]) -> None:
         else:
             _compare(_join(path, str(name)), sub, new_properties[name], found)
 
-    if "items" in old and "items" in new and not isinstance(old["items"], list):
-        _compare(f"{path}[]", old["items"], new["items"], found)
+    old_items, new_items = old.get("items", True), new.get("items", True)
+    if not isinstance(old_items, list) and not isinstance(new_items, list):
+        _compare(f"{path}[]", old_items, new_items, found)  # no old items schema: any item was allowed
 
 
 def breaking_changes(
