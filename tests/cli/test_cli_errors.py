@@ -176,6 +176,27 @@ CASES = [
     pytest.param(
         Case(("inspect", "{tmp}/missing.ndjson"), says=("missing.ndjson",)), id="inspect-missing-file"
     ),
+    # -- schema: a registry that cannot be read -------------------------------------------------------
+    pytest.param(
+        Case(("schema", "check", "--registry", "{tmp}/none.json"), says=("--registry", "none.json")),
+        id="schema-registry-missing",
+    ),
+    pytest.param(
+        Case(
+            ("schema", "gdpr", "--registry", "{tmp}/registry.json"),
+            says=("registry.json", "schemas[0] (urn:babel:a:b)", "schema file gone.json", "cannot read"),
+            files={"registry.json": b'{"schemas": [{"urn": "urn:babel:a:b", "schema": "gone.json"}]}'},
+        ),
+        id="schema-registry-entry-file-missing",
+    ),
+    pytest.param(
+        Case(
+            ("schema", "compat", "{tmp}/old.json", "{tmp}/new.json"),
+            says=("NEW", "new.json", "not JSON"),
+            files={"old.json": b'{"type": "object"}', "new.json": b'{"type": '},
+        ),
+        id="schema-compat-new-not-json",
+    ),
     # -- conformance --transport ------------------------------------------------------------------------
     pytest.param(
         Case(

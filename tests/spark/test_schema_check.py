@@ -315,3 +315,27 @@ def test_integer_bounds_beyond_the_double_range_compare_like_python(
     rows = [0.0, 1.7976931348623157e308, -1.7976931348623157e308, 2.0**53, 2.0**53 + 2, -(2.0**53)]
     _compare(spark, {"items": {keyword: bound}}, T.ArrayType(T.DoubleType(), False), [rows], nullable=False)
     _compare(spark, {keyword: bound}, T.DoubleType(), rows, nullable=False)
+
+
+def test_a_registry_manifest_schema_checks_rows_as_the_registry_does(spark: Any) -> None:
+    """The per-URN schema of a registry.json (what ``babelq publish --schema`` reads) compiles to a
+    Spark column whose verdicts are the registry's own."""
+    from pathlib import Path
+
+    from babelq.pipelines.publish_schema import load_schema
+    from babelq.schema import SchemaRegistry
+    from babelq.spark.schema_check import first_violation_of
+
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "registry" / "registry.json"
+    urn = "urn:babel:orders:created"
+    schema = load_schema(manifest, urn)
+    registry = SchemaRegistry.from_manifest(manifest)
+    values = [(1042, 99.5, "EUR"), (0, 1.0, "USD"), (7, -5.0, "TRY"), (7, 2.0, "GBP")]
+    df = spark.createDataFrame(
+        [(value,) for value in values], "v struct<order_id:bigint, amount:double, currency:string>"
+    )
+    got = [r[0] for r in df.select(first_violation_of(df, "v", schema)).collect()]
+    rows = [dict(zip(("order_id", "amount", "currency"), value, strict=True)) for value in values]
+    assert [error is None for error in got] == [registry.is_valid(urn, row) for row in rows] == [
+        True, False, False, False]
+    assert got[1] == "$.order_id: 0 is less than the minimum of 1"

@@ -38,7 +38,7 @@ log = logging.getLogger("babelq.cli")
 
 COMMANDS: Final = (
     "encode", "inspect", "conformance", "worker", "demo", "ingest", "publish", "settle", "consume", "dlq",
-    "outbox", "relay",
+    "outbox", "relay", "schema",
 )
 
 EXIT_USAGE: Final = 2

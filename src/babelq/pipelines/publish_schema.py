@@ -1,8 +1,9 @@
 """The JSON Schema ``babelq publish`` holds every row to, and the column types it declares.
 
 ``--schema PATH`` is read as the schema registry reads files (:mod:`babelq.schema.registry`): a
-directory of schema files, a file mapping URNs to schemas, or one schema (``x-babel-urn`` or a
-file named after its URN); one schema that names no URN is taken as the schema of ``--urn``. The
+registry manifest (``registry.json``), a directory of schema files, a file mapping URNs to
+schemas, or one schema (``x-babel-urn`` or a file named after its URN); one schema that names no
+URN is taken as the schema of ``--urn``. The
 schema must compile for jsonschema and for the Spark check (:mod:`babelq.spark.schema_check`),
 which refuses keywords it cannot check rather than skip them.
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from babelq.errors import ConfigurationError
+from babelq.schema.manifest import is_manifest
 from babelq.schema.registry import URN_KEYWORD, SchemaRegistry
 from babelq.schema.subset import JsonSchema
 
@@ -58,11 +60,14 @@ def _read(target: Path) -> Any:
 
 
 def _names_urns(target: Path) -> bool:
-    """True when the file maps URNs to schemas or names its own URN (the registry's file forms)."""
+    """True when the file is a manifest, maps URNs to schemas or names its own URN (the registry's
+    file forms)."""
     content = _read(target)
     if not isinstance(content, dict):
         return False
-    return (bool(content) and all(key.startswith("urn:") for key in content)) or URN_KEYWORD in content
+    if is_manifest(content) or URN_KEYWORD in content:
+        return True
+    return bool(content) and all(key.startswith("urn:") for key in content)
 
 
 def declared_types(schema: JsonSchema) -> dict[str, str]:

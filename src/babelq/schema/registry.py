@@ -1,8 +1,12 @@
 """The URN -> data schema registry.
 
 Schemas come from code (:meth:`SchemaRegistry.register`) or from JSON files
-(:meth:`SchemaRegistry.load`). A file holds either one schema or a mapping of several:
+(:meth:`SchemaRegistry.load`). A file is a registry manifest, one schema or a mapping of several:
 
+- a manifest (``registry.json``: an object whose ``schemas`` is a list of
+  ``{"urn", "schema", "owner", "status"}`` entries, :mod:`babelq.schema.manifest`) registers
+  each entry's schema file under its URN, read as Draft 7 unless it says otherwise; the entry
+  stays available as :meth:`SchemaRegistry.entry`;
 - a mapping whose every key starts with ``urn:`` registers each value under its key;
 - a single schema is registered under its ``x-babel-urn`` keyword, else under the file
   name without ``.json`` / ``.schema.json`` when that starts with ``urn:``
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from babelq.errors import ConfigurationError
+from babelq.schema.manifest import MANIFEST_DRAFT, ManifestEntry, is_manifest, read_manifest
 from babelq.schema.validation import Pattern, compile_schema, errors_of, hidden_patterns
 
 URN_KEYWORD: Final = "x-babel-urn"
@@ -42,16 +47,21 @@ class SchemaRegistry:
     def __init__(self) -> None:
         self._schemas: dict[str, Mapping[str, Any] | bool] = {}
         self._compiled: dict[str, tuple[Any, tuple[Pattern, ...]]] = {}
+        self._entries: dict[str, ManifestEntry] = {}
         self._lock = threading.Lock()
 
-    def register(self, urn: str, schema: Mapping[str, Any] | bool) -> None:
-        """Register (or replace) the schema of ``urn``'s data; raises if the schema is invalid."""
+    def register(self, urn: str, schema: Mapping[str, Any] | bool, *, draft: str | None = None) -> None:
+        """Register (or replace) the schema of ``urn``'s data; raises if the schema is invalid.
+
+        ``draft``: the ``$schema`` a schema without one is read as (2020-12 when None).
+        """
         if type(urn) is not str or not urn:
             raise ConfigurationError(f"urn must be a non-empty string, got {urn!r}")
-        compiled = (compile_schema(schema), hidden_patterns(schema))
+        compiled = (compile_schema(schema, draft=draft), hidden_patterns(schema))
         with self._lock:
             self._schemas[urn] = schema
             self._compiled[urn] = compiled
+            self._entries.pop(urn, None)
 
     def register_type(self, urn: str, payload_type: Any) -> dict[str, Any]:
         """Register the JSON Schema of a payload type (a pydantic model, a msgspec Struct, a
@@ -81,6 +91,8 @@ class SchemaRegistry:
             raise ConfigurationError(f"cannot read schema file {target}: {exc}") from None
         if not isinstance(content, dict):
             raise ConfigurationError(f"{target}: a schema file must hold a JSON object")
+        if is_manifest(content):
+            return self.load_manifest(target)
         if content and all(key.startswith("urn:") for key in content):
             for urn, schema in content.items():
                 self._register_from(target, urn, schema)
@@ -95,6 +107,40 @@ class SchemaRegistry:
             )
         self._register_from(target, urn, content)
         return [urn]
+
+    def load_manifest(self, path: str | Path) -> list[str]:
+        """Load a registry manifest (``registry.json``) and every schema it names; returns its URNs.
+
+        Nothing is registered unless the whole manifest loads: a bad entry or schema file raises
+        one :class:`ConfigurationError` line naming the manifest, the entry and the file.
+        """
+        manifest = read_manifest(path)
+        compiled: list[tuple[ManifestEntry, Any]] = []
+        for entry in manifest.entries:
+            try:
+                validator = compile_schema(entry.schema, draft=MANIFEST_DRAFT)
+            except ConfigurationError as exc:
+                raise ConfigurationError(
+                    f"registry {manifest.path}: {entry.urn}: schema file {entry.schema_path}: {exc}"
+                ) from None
+            compiled.append((entry, validator))
+        with self._lock:
+            for entry, validator in compiled:
+                self._schemas[entry.urn] = entry.schema
+                self._compiled[entry.urn] = (validator, hidden_patterns(entry.schema))
+                self._entries[entry.urn] = entry
+        return manifest.urns
+
+    @classmethod
+    def from_manifest(cls, path: str | Path) -> SchemaRegistry:
+        """A new registry holding the manifest at ``path`` (:meth:`load_manifest`)."""
+        registry = cls()
+        registry.load_manifest(path)
+        return registry
+
+    def entry(self, urn: str) -> ManifestEntry | None:
+        """The manifest entry ``urn`` was loaded from (owner, status, schema file), or None."""
+        return self._entries.get(urn)
 
     def _register_from(self, source: Path, urn: str, schema: Any) -> None:
         try:

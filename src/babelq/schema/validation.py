@@ -38,13 +38,19 @@ def _jsonschema() -> Any:
     return optional_import("jsonschema", needed_for="payload schema validation")
 
 
-def compile_schema(schema: Mapping[str, Any] | bool) -> Any:
-    """A ready jsonschema validator for ``schema``; raises ConfigurationError for an invalid schema."""
+def compile_schema(schema: Mapping[str, Any] | bool, *, draft: str | None = None) -> Any:
+    """A ready jsonschema validator for ``schema``; raises ConfigurationError for an invalid schema.
+
+    ``draft``: the ``$schema`` URI a schema without its own is read as (2020-12 when None).
+    """
     jsonschema = _jsonschema()
     if not isinstance(schema, Mapping | bool):
         raise ConfigurationError(f"a JSON Schema must be an object or a boolean, got {type(schema).__name__}")
     body: Any = dict(schema) if isinstance(schema, Mapping) else schema
-    cls = jsonschema.validators.validator_for(body, default=jsonschema.Draft202012Validator)
+    default = jsonschema.Draft202012Validator
+    if draft is not None:
+        default = jsonschema.validators.validator_for({"$schema": draft}, default=default)
+    cls = jsonschema.validators.validator_for(body, default=default)
     try:
         cls.check_schema(body)
     except jsonschema.SchemaError as exc:
