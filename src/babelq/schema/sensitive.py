@@ -161,25 +161,32 @@ def marked_positions(schema: Mapping[str, Any] | bool) -> list[Marked]:
         if isinstance(patterns, Mapping):
             for child in patterns.values():
                 walk(child, (*steps, _ANY), beyond or "through patternProperties", refs)
-        walk(node.get("additionalProperties"), (*steps, _ANY), beyond or "through additionalProperties", refs)
+        # each keyword is looked up before its position is built: most nodes have none of them
+        extra = node.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            walk(extra, (*steps, _ANY), beyond or "through additionalProperties", refs)
         items = node.get("items")
         if isinstance(items, list):  # Draft 7 tuple form
             for child in items:
                 walk(child, (*steps, _ITEM), beyond or "through tuple items", refs)
-        else:
+        elif isinstance(items, Mapping):
             walk(items, (*steps, _ITEM), beyond, refs)
         prefix = node.get("prefixItems")  # 2020-12 tuple form
         if isinstance(prefix, list):
             for child in prefix:
                 walk(child, (*steps, _ITEM), beyond or "through prefixItems", refs)
-        walk(node.get("additionalItems"), (*steps, _ITEM), beyond or "through additionalItems", refs)
+        extra = node.get("additionalItems")
+        if isinstance(extra, Mapping):
+            walk(extra, (*steps, _ITEM), beyond or "through additionalItems", refs)
         for key in _SAME_PLACE:
             group = node.get(key)
             if isinstance(group, list):
                 for child in group:
                     walk(child, steps, beyond or f"through {key}", refs)
         for key in _SAME_PLACE_SINGLE:
-            walk(node.get(key), steps, beyond or f"through {key}", refs)
+            child = node.get(key)
+            if isinstance(child, Mapping):
+                walk(child, steps, beyond or f"through {key}", refs)
 
     walk(schema, (), "", frozenset())
     return [Marked(steps, why) for steps, why in found.items()]
