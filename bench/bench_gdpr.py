@@ -27,7 +27,7 @@ from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from _util import format_rate, interleaved_best, print_table
+from _util import format_rate, interleaved_best, print_table, yardstick
 from babelq.gdpr import AesGcmCipher, Keyring, generate_key, marked_steps, protected, unprotected
 from babelq.gdpr.fields import protected_with, unprotected_with
 
@@ -171,7 +171,10 @@ def core_bench(keyring: Keyring) -> None:
         },
         rounds=7,
     )
-    print("\ncore (no Spark), best of 7 interleaved rounds")
+    print(
+        "\ncore (no Spark), best of 7 interleaved rounds; "
+        f"yardstick (10M-iteration loop): {yardstick():.3f} s"
+    )
     print_table(["call", "per second"], [[t.name, format_rate(t.per_second)] for t in timings.values()])
 
 

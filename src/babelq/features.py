@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from babelq.gdpr.cipher import Cipher
+    from babelq.gdpr.fields import Paths
     from babelq.idempotency.store import IdempotencyStore
     from babelq.runtime import App
     from babelq.runtime.middleware import Middleware, PublishMiddleware
@@ -41,17 +42,23 @@ class Features:
     ``schemas`` checks ``data`` against each URN's schema (consume: dead-letter with the path;
     publish: refuse), unless ``check_schemas`` is False. ``cipher`` (with ``schemas``, whose
     ``x-gdpr-sensitive`` marks it follows) protects marked fields on publish and unprotects
-    them before the handler. ``idempotency`` skips a ``meta.id`` already handled. ``tracing``
-    adds OpenTelemetry spans and W3C ``traceparent`` headers.
+    them before the handler, at the positions ``gdpr_paths`` selects (``"reference"`` by default,
+    ``"extended"`` for babelq-only fleets; :func:`babelq.gdpr.protected`). ``idempotency`` skips
+    a ``meta.id`` already handled. ``tracing`` adds OpenTelemetry spans and W3C ``traceparent``
+    headers.
     """
 
     schemas: SchemaRegistry | None = None
     check_schemas: bool = True
     cipher: Cipher | None = None
+    gdpr_paths: Paths = "reference"
     idempotency: IdempotencyStore | None = None
     tracing: bool = False
 
     def __post_init__(self) -> None:
+        from babelq.gdpr.fields import check_paths
+
+        check_paths(self.gdpr_paths)
         if self.cipher is not None and self.schemas is None:
             from babelq.errors import ConfigurationError
 
@@ -71,7 +78,7 @@ class Features:
         if self.cipher is not None and self.schemas is not None:
             from babelq.gdpr.middleware import UnprotectFields
 
-            chain.append(UnprotectFields(self.schemas, self.cipher))
+            chain.append(UnprotectFields(self.schemas, self.cipher, paths=self.gdpr_paths))
         if self.schemas is not None and self.check_schemas:
             from babelq.schema.middleware import CheckSchema
 
@@ -88,7 +95,7 @@ class Features:
         if self.cipher is not None and self.schemas is not None:
             from babelq.gdpr.middleware import ProtectFields
 
-            chain.append(ProtectFields(self.schemas, self.cipher))
+            chain.append(ProtectFields(self.schemas, self.cipher, paths=self.gdpr_paths))
         if self.tracing:
             from babelq.tracing.publish import TracePublishMiddleware
 

@@ -54,7 +54,7 @@ def test_unprotect_leaves_non_string_marked_values_alone(cipher) -> None:  # typ
     assert unprotected({"card": {"last4": "1"}}, SCHEMA, cipher) == {"card": {"last4": "1"}}
 
 
-def test_wildcards_nested_arrays_and_marks_inside_marks(cipher) -> None:  # type: ignore[no-untyped-def]
+def test_extended_wildcards_nested_arrays_and_marks_inside_marks(cipher) -> None:  # type: ignore[no-untyped-def]
     schema = {
         "properties": {
             "labels": {"properties": {"vip": {"x-gdpr-sensitive": True}},
@@ -64,11 +64,11 @@ def test_wildcards_nested_arrays_and_marks_inside_marks(cipher) -> None:  # type
         }
     }  # fmt: skip
     data = {"labels": {"vip": "yes", "a": 1}, "grid": [[1, "x"], []], "who": {"name": "Bob"}}
-    sealed = protected(data, schema, cipher)
+    sealed = protected(data, schema, cipher, paths="extended")
     assert all(isinstance(v, str) for v in sealed["labels"].values())
     assert all(isinstance(v, str) for row in sealed["grid"] for v in row)
     assert isinstance(sealed["who"], str)  # one ciphertext, the inner mark is inside it
-    assert unprotected(sealed, schema, cipher) == data
+    assert unprotected(sealed, schema, cipher, paths="extended") == data
 
 
 def test_a_value_that_is_not_json_refuses_to_be_protected(cipher) -> None:  # type: ignore[no-untyped-def]

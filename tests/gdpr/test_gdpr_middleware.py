@@ -155,3 +155,75 @@ def _rows(db: Path, queue: str) -> list[tuple[str, bytes]]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT queue, body FROM babelq_messages WHERE queue = ? ORDER BY id", (queue,))
         return [(q, bytes(b)) for q, b in rows.fetchall()]
+
+
+BEYOND: dict[str, Any] = {
+    "$defs": {"contact": {"type": "string", "x-gdpr-sensitive": True}},
+    "properties": {
+        "email": {"$ref": "#/$defs/contact"},
+        "name": {"type": "string", "x-gdpr-sensitive": True},
+    },
+}
+BEYOND_DATA = {"email": "ada.beyond@example.com", "name": "Ada Reachable"}
+
+
+def _package_body(key: str) -> Any:
+    """A body as the babelqueue package publishes BEYOND_DATA: ``name`` protected, ``email`` not."""
+    import base64
+    import copy
+
+    from babelqueue import gdpr as bq_gdpr
+    from babelqueue.codec import EnvelopeCodec
+
+    from .support import ReferenceAesGcm
+
+    theirs = copy.deepcopy(BEYOND_DATA)
+    bq_gdpr.protect(theirs, BEYOND, ReferenceAesGcm(base64.b64decode(key)))
+    assert theirs["email"] == BEYOND_DATA["email"] and theirs["name"] != BEYOND_DATA["name"]
+    return decode(EnvelopeCodec.encode(EnvelopeCodec.make(URN, theirs, queue="customers")).encode())
+
+
+def test_by_default_a_mark_beyond_the_reference_grammar_refuses_publish_and_reads_the_package(
+    tmp_path: Path,
+) -> None:
+    from babelq.gdpr import ProtectError
+
+    registry = SchemaRegistry()
+    registry.register(URN, BEYOND)
+    db, key = tmp_path / "q.db", key_b64()
+    seen: list[Message] = []
+    with App(f"sqlite:///{db}", queue="customers") as plain:
+        plain.send(_package_body(key))
+    with app_for(db, registry, key) as app:
+        with pytest.raises(ProtectError, match=r"^data\.email: marked x-gdpr-sensitive through \$ref"):
+            app.publish(URN, BEYOND_DATA)
+        app.register(URN, seen.append)
+        assert app.drain(timeout=10) == 1
+        stats = app.stats()
+    assert [dict(m.data) for m in seen] == [BEYOND_DATA] and stats["dead_lettered"] == 0
+    assert [q for q, _ in _rows(db, "customers.dlq")] == []
+
+
+def test_extended_paths_are_an_opt_in_on_both_middlewares(tmp_path: Path) -> None:
+    from babelq.features import Features
+
+    registry = SchemaRegistry()
+    registry.register(URN, BEYOND)
+    db, cipher = tmp_path / "q.db", cipher_for(("k1", key_b64()))
+    seen: list[Message] = []
+    with App(f"sqlite:///{db}", queue="customers",
+             publish_middleware=[ProtectFields(registry, cipher, paths="extended")],
+             middleware=[UnprotectFields(registry, cipher, paths="extended")]) as app:  # fmt: skip
+        app.register(URN, seen.append)
+        app.publish(URN, BEYOND_DATA)
+        assert b"ada.beyond@example.com" not in stored_bytes(db)
+        assert app.drain(timeout=10) == 1
+    assert [dict(m.data) for m in seen] == [BEYOND_DATA]
+    assert ProtectFields(registry, cipher).paths == UnprotectFields(registry, cipher).paths == "reference"
+    extended = Features(schemas=registry, cipher=cipher, gdpr_paths="extended")
+    assert [getattr(m, "paths", None) for m in extended.publish() + extended.consume()] == [
+        None, "extended", "extended", None]  # fmt: skip
+    with pytest.raises(ConfigurationError, match=r"^paths: must be 'reference' or 'extended', got 'all'$"):
+        ProtectFields(registry, cipher, paths="all")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"^paths: must be"):
+        Features(schemas=registry, cipher=cipher, gdpr_paths="all")  # type: ignore[arg-type]

@@ -121,3 +121,28 @@ def _no_arrays(schema: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(schema)
     out["properties"]["addresses"]["items"]["properties"]["line"].pop("x-gdpr-sensitive")
     return out
+
+
+def test_map_values_need_extended_paths_as_in_the_core(spark: Any) -> None:
+    """A map column's values are marked through additionalProperties: refused by default."""
+    from babelq.gdpr import ProtectError
+    from babelq.spark.gdpr import protect, unprotect
+
+    marked = {"type": "string", "x-gdpr-sensitive": True}
+    schema = {"properties": {"labels": {"additionalProperties": marked}}}
+    df = spark.createDataFrame([({"home": "Secret Lane"},)], "labels map<string,string>")
+    ring = Keyring.parse(f"k1:{key_b64()}")
+    with pytest.raises(ProtectError, match=r"^data\.labels\.\*: .*additionalProperties.*paths='extended'"):
+        protect(df, schema, ring)
+    # collected once: each evaluation of protect draws fresh nonces
+    sealed = spark.createDataFrame(protect(df, schema, ring, paths="extended").collect(), df.schema)
+    [row] = sealed.collect()
+    assert row["labels"]["home"] != "Secret Lane"
+    assert unprotected(as_python(row), schema, cipher_for(("k1", ring_key(ring))), paths="extended") == {
+        "labels": {"home": "Secret Lane"}}  # fmt: skip
+    assert unprotect(sealed, schema, ring).collect() == sealed.collect()  # default: left as it is
+    assert unprotect(sealed, schema, ring, paths="extended").collect() == df.collect()
+
+
+def ring_key(ring: Keyring) -> str:
+    return base64.b64encode(ring.key(ring.current)).decode("ascii")

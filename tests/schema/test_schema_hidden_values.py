@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from babelq.schema import SchemaRegistry, validate_data
+from babelq.schema.sensitive import ANY_KEY, ITEMS, KEY, Step
 from babelq.schema.validation import hidden_patterns
 
 URN = "urn:babel:people:registered"
@@ -31,12 +32,25 @@ def _errors(data: Any) -> list[str]:
 
 
 def test_patterns_of_marked_paths() -> None:
+    key, items, any_key = (lambda n: Step(KEY, n)), Step(ITEMS), Step(ANY_KEY)
     assert hidden_patterns(SCHEMA) == (
-        ("name",),
-        ("addresses", "[]", "line"),
-        ("labels", "*"),
-        ("profile", "bio"),
+        (key("name"),),
+        (key("addresses"), items, key("line")),
+        (key("labels"), any_key),
+        (key("profile"), key("bio")),
     )
+
+
+def test_a_property_named_star_or_with_a_dot_hides_only_itself() -> None:
+    schema = {"properties": {"*": {"x-gdpr-sensitive": True, "minLength": 3},
+                             "a.b": {"x-gdpr-sensitive": True, "minLength": 3},
+                             "n": {"maximum": 3}, "a": {"properties": {"b": {"maximum": 3}}}}}  # fmt: skip
+    assert validate_data(schema, {"*": "xy", "a.b": "pq", "n": 5, "a": {"b": 7}}) == [
+        "$.a.b: 7 is greater than the maximum of 3",
+        "$.n: 5 is greater than the maximum of 3",
+        """$['*']: value not shown (x-gdpr-sensitive), fails "minLength": 3""",
+        """$['a.b']: value not shown (x-gdpr-sensitive), fails "minLength": 3""",
+    ]
 
 
 def test_marked_values_are_not_quoted_others_are() -> None:

@@ -4,7 +4,9 @@ A per-URN schema marks personal data with ``"x-gdpr-sensitive": true``
 (:func:`babelq.schema.sensitive_paths`). :func:`protect` replaces each marked value by a
 ciphertext string of its canonical JSON bytes; :func:`unprotect` restores it. The contract and
 the wire format are the babelqueue package's, so a value protected here is opened there with
-its reference AES-GCM cipher and the same key, and the reverse.
+its reference AES-GCM cipher and the same key, and the reverse. By default only the marks the
+reference path grammar reaches are protected, so that holds for every mark babelq protects; a
+mark beyond it refuses :func:`protect` unless ``paths="extended"`` (babelq-only readers).
 
 babelq ships the cipher the package leaves to the caller: :class:`AesGcmCipher`
 (AES-256-GCM, ``pip install 'babelq[gdpr]'``, imported only when a cipher is made) over a
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from babelq.gdpr.cipher import AesGcmCipher, Cipher
 from babelq.gdpr.errors import ProtectError, UndecryptableError
-from babelq.gdpr.fields import marked_steps, protect, protected, unprotect, unprotected
+from babelq.gdpr.fields import Paths, marked_steps, protect, protected, unprotect, unprotected
 from babelq.gdpr.keys import ENV_KEY_FILE, ENV_KEYS, Keyring, generate_key
 
 
@@ -41,6 +43,7 @@ __all__ = [
     "AesGcmCipher",
     "Cipher",
     "Keyring",
+    "Paths",
     "ProtectError",
     "UndecryptableError",
     "generate_key",

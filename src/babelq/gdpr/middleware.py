@@ -36,8 +36,7 @@ from typing import Any, Final
 from babelq.errors import ConfigurationError
 from babelq.gdpr.cipher import Cipher
 from babelq.gdpr.errors import UndecryptableError
-from babelq.gdpr.fields import marked_steps, protected_with, unprotected_with
-from babelq.gdpr.paths import Step
+from babelq.gdpr.fields import Paths, Plan, check_paths, plan, protected_with, unprotected_with
 from babelq.runtime.message import Message
 from babelq.runtime.middleware import Next, Publication, PublishNext
 from babelq.runtime.outcome import Outcome
@@ -49,22 +48,23 @@ UNDECRYPTABLE: Final = "undecryptable"
 
 
 class _MarkedPaths:
-    """Parsed marked paths per URN, recomputed when the registry's schema object changes."""
+    """The plan of each URN's schema, recomputed when the registry's schema object changes."""
 
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, paths: Paths) -> None:
         self.registry = registry
-        self._cache: dict[str, tuple[Any, list[tuple[Step, ...]]]] = {}
+        self.paths = paths
+        self._cache: dict[str, tuple[Any, Plan]] = {}
         self._lock = threading.Lock()
 
-    def of(self, urn: str) -> list[tuple[Step, ...]]:
+    def of(self, urn: str) -> Plan:
         schema = self.registry.get(urn)
         hit = self._cache.get(urn)
         if hit is not None and hit[0] is schema:
             return hit[1]
-        steps = marked_steps(schema)
+        found = plan(schema, self.paths)
         with self._lock:
-            self._cache[urn] = (schema, steps)
-        return steps
+            self._cache[urn] = (schema, found)
+        return found
 
 
 def _check(registry: object, cipher: object) -> None:
@@ -79,16 +79,24 @@ def _check(registry: object, cipher: object) -> None:
 
 
 class ProtectFields:
-    """Publish middleware: marked values leave the process as ciphertext."""
+    """Publish middleware: marked values leave the process as ciphertext.
 
-    def __init__(self, registry: SchemaRegistry, cipher: Cipher) -> None:
+    ``paths`` as in :func:`babelq.gdpr.protected`: a URN whose schema marks a position the
+    reference grammar does not reach refuses every publish under ``"reference"``.
+    """
+
+    def __init__(self, registry: SchemaRegistry, cipher: Cipher, *, paths: Paths = "reference") -> None:
         _check(registry, cipher)
         self.cipher = cipher
-        self._paths = _MarkedPaths(registry)
+        self.paths = check_paths(paths)
+        self._paths = _MarkedPaths(registry, self.paths)
 
     def __call__(self, publication: Publication, call_next: PublishNext) -> None:
         envelope = publication.envelope
-        steps = self._paths.of(envelope.urn)
+        found = self._paths.of(envelope.urn)
+        if found.refused is not None:
+            raise found.refusal()
+        steps = found.steps
         if steps:
             data = protected_with(envelope.data, steps, self.cipher)
             if data is not envelope.data:
@@ -97,15 +105,20 @@ class ProtectFields:
 
 
 class UnprotectFields:
-    """Consume middleware: the handler sees cleartext; an unreadable field is dead-lettered."""
+    """Consume middleware: the handler sees cleartext; an unreadable field is dead-lettered.
 
-    def __init__(self, registry: SchemaRegistry, cipher: Cipher) -> None:
+    ``paths`` as in :func:`babelq.gdpr.unprotected`: under ``"reference"`` a mark beyond the
+    reference grammar is left as it arrived (other SDKs never protect it).
+    """
+
+    def __init__(self, registry: SchemaRegistry, cipher: Cipher, *, paths: Paths = "reference") -> None:
         _check(registry, cipher)
         self.cipher = cipher
-        self._paths = _MarkedPaths(registry)
+        self.paths = check_paths(paths)
+        self._paths = _MarkedPaths(registry, self.paths)
 
     def __call__(self, message: Message, call_next: Next) -> Outcome:
-        steps = self._paths.of(message.urn)
+        steps = self._paths.of(message.urn).steps
         if not steps:
             return call_next(message)
         try:

@@ -22,10 +22,10 @@ from typing import Any, Final
 
 from babelq.errors import ConfigurationError
 from babelq.extras import optional_import
-from babelq.schema.sensitive import sensitive_paths
+from babelq.schema.sensitive import ANY_KEY, ITEMS, Position, marked_positions
 
-#: One marked field as steps: a key, ``"*"`` (any key) or ``"[]"`` (any array item).
-Pattern = tuple[str, ...]
+#: One marked field as steps (every mark, the reference grammar's reach or not: hiding more is safe).
+Pattern = Position
 #: keywords whose jsonschema message names keys, never the value itself
 _VALUE_FREE: Final = frozenset(
     {"required", "additionalProperties", "dependentRequired", "unevaluatedProperties"}
@@ -61,28 +61,17 @@ def compile_schema(schema: Mapping[str, Any] | bool, *, draft: str | None = None
 
 def hidden_patterns(schema: Mapping[str, Any] | bool) -> tuple[Pattern, ...]:
     """The fields ``schema`` marks ``x-gdpr-sensitive``, as step patterns for :func:`errors_of`."""
-    patterns: list[Pattern] = []
-    for path in sensitive_paths(schema):
-        steps: list[str] = []
-        for part in path.split("."):
-            name = part
-            items = 0
-            while name.endswith("[]"):
-                name, items = name[:-2], items + 1
-            steps.append(name)
-            steps.extend(["[]"] * items)
-        patterns.append(tuple(steps))
-    return tuple(patterns)
+    return tuple(marked.steps for marked in marked_positions(schema))
 
 
 def _touches(where: Sequence[Any], patterns: Iterable[Pattern]) -> bool:
     """Whether the value at ``where`` is, contains or lies inside a marked field."""
     for pattern in patterns:
         for step, want in zip(where, pattern, strict=False):
-            if want == "[]":
+            if want.kind == ITEMS:
                 if type(step) is not int:
                     break
-            elif type(step) is int or want not in ("*", step):
+            elif type(step) is int or (want.kind != ANY_KEY and want.name != step):
                 break
         else:
             return True

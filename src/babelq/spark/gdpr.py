@@ -6,9 +6,10 @@ babelqueue package's reference format); :func:`unprotect` reverses it. Values pr
 are opened by the core cipher and by the package's reference cipher, and the reverse.
 
 Positions: a top-level column (``email``), a struct field (``profile.full_name``), every item
-of an array column (``addresses[].line``, ``phones[]``) and every value of a map column
-(``labels.*``). A position the DataFrame does not have is skipped, as in the core; a null value
-stays null (a DataFrame cannot tell an absent field from a null one).
+of an array column (``addresses[].line``, ``phones[]``) and, with ``paths="extended"``, every
+value of a map column (``labels.*``) and the core's other wider positions. A position the
+DataFrame does not have is skipped, as in the core; a null value stays null (a DataFrame cannot
+tell an absent field from a null one).
 
 The plaintext of a value is its JSON text as Spark writes it (``to_json``), which is valid JSON
 but not always the core's canonical form (struct fields in column order, non-ASCII unescaped):
@@ -47,8 +48,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 from babelq.errors import ConfigurationError
-from babelq.gdpr import AesGcmCipher, Keyring, marked_steps
+from babelq.gdpr import AesGcmCipher, Keyring
+from babelq.gdpr.fields import Paths, plan
 from babelq.gdpr.paths import ANY_KEY, ITEMS, KEY, Step
+from babelq.schema.sensitive import path_text
 
 Engine = Literal["auto", "sql", "arrow"]
 OnError = Literal["raise", "null"]
@@ -62,16 +65,6 @@ def _keyring(cipher: AesGcmCipher | Keyring) -> Keyring:
     if isinstance(cipher, AesGcmCipher):
         return cipher.keyring
     raise ConfigurationError("cipher: must be a babelq.gdpr.AesGcmCipher or Keyring")
-
-
-def _path_text(steps: tuple[Step, ...]) -> str:
-    out = ""
-    for step in steps:
-        if step.kind == ITEMS:
-            out += "[]"
-        else:
-            out += ("." if out else "") + (step.name if step.kind == KEY else "*")
-    return out
 
 
 def _field_type(dtype: Any, steps: tuple[Step, ...]) -> Any:
@@ -118,10 +111,16 @@ def _json_text(value: Any) -> Any:
     return sf.nullif(sf.substring(wrapped, sf.lit(2), sf.length(wrapped) - sf.lit(2)), sf.lit("null"))
 
 
-def _marked(df: Any, schema: Any) -> list[tuple[tuple[Step, ...], Any]]:
-    """(steps, Spark type at the position) of every marked position the DataFrame has."""
+def _marked(df: Any, schema: Any, paths: Paths, *, protecting: bool) -> list[tuple[tuple[Step, ...], Any]]:
+    """(steps, Spark type at the position) of every marked position the DataFrame has.
+
+    Protecting refuses a mark ``paths`` leaves out, as the core does.
+    """
     found = []
-    for steps in marked_steps(schema):
+    chosen = plan(schema, paths)
+    if protecting and chosen.refused is not None:
+        raise chosen.refusal()
+    for steps in chosen.steps:
         if steps[0].kind != KEY:
             continue
         dtype = _field_type(df.schema, steps)
@@ -159,10 +158,15 @@ def protect(
     cipher: AesGcmCipher | Keyring,
     *,
     engine: Engine = "auto",
+    paths: Paths = "reference",
 ) -> Any:
-    """``df`` with every marked position as a ciphertext string (null stays null)."""
+    """``df`` with every marked position as a ciphertext string (null stays null).
+
+    ``paths`` as in :func:`babelq.gdpr.protected` (a mark beyond the reference grammar refuses
+    under ``"reference"``).
+    """
     keyring = _keyring(cipher)
-    marked = _marked(df, schema)
+    marked = _marked(df, schema, paths, protecting=True)
     if not marked:
         return df
     arrow, sql = _split(marked, engine)
@@ -204,7 +208,7 @@ def _protect_sql(df: Any, marked: list[tuple[tuple[Step, ...], Any]], keyring: K
 
 
 def _target_type(schema: Any, steps: tuple[Step, ...], types: Mapping[str, str]) -> str | None:
-    explicit = types.get(_path_text(steps))
+    explicit = types.get(path_text(steps))
     if explicit:
         return explicit
     node = schema
@@ -229,12 +233,13 @@ def unprotect(
     types: Mapping[str, str] | None = None,
     engine: Engine = "auto",
     on_error: OnError = "raise",
+    paths: Paths = "reference",
 ) -> Any:
     """``df`` with every marked ciphertext decrypted to its value (see the module doc for types)."""
     from pyspark.sql.types import StringType
 
     keyring = _keyring(cipher)
-    marked = [(s, t) for s, t in _marked(df, schema) if isinstance(t, StringType)]
+    marked = [(s, t) for s, t in _marked(df, schema, paths, protecting=False) if isinstance(t, StringType)]
     if not marked:
         return df
     if on_error not in ("raise", "null"):
@@ -260,7 +265,7 @@ def _unprotect_sql(  # noqa: PLR0917 - private, called once
     tried = ", ".join(repr(k) for k in keyring.ids)
     for steps, _ in marked:
         target = _target_type(schema, steps, types)
-        failure = f"data.{_path_text(steps)}: cannot be decrypted with any known key (tried {tried})"
+        failure = f"data.{path_text(steps)}: cannot be decrypted with any known key (tried {tried})"
 
         def open_(value: Any, target: str | None = target, failure: str = failure) -> Any:
             raw = sf.try_to_binary(value, sf.lit("base64"))
@@ -285,7 +290,7 @@ def _arrow_only(marked: list[tuple[tuple[Step, ...], Any]]) -> None:
     for steps, _ in marked:
         if any(step.kind != KEY for step in steps):
             raise ConfigurationError(
-                f"engine 'arrow': {_path_text(steps)} is inside an array or map; use engine='sql'"
+                f"engine 'arrow': {path_text(steps)} is inside an array or map; use engine='sql'"
             )
 
 
@@ -319,7 +324,7 @@ def _unprotect_arrow(  # noqa: PLR0917 - private, called once
     out = df
     for steps, _ in marked:
         target = _target_type(schema, steps, types)
-        open_udf = _arrow_udf(keyring, "open" if on_error == "raise" else "open_or_null", _path_text(steps))
+        open_udf = _arrow_udf(keyring, "open" if on_error == "raise" else "open_or_null", path_text(steps))
 
         def open_(value: Any, target: str | None = target, open_udf: Any = open_udf) -> Any:
             text = open_udf(value)
