@@ -303,6 +303,14 @@ CASES = [
         Case(("expire", "--broker", "sqlite:///{tmp}/q.db", "--queue", "a,,b"), says=("--queue",)),
         id="expire-empty-queue-name",
     ),
+    pytest.param(
+        Case(
+            ("worker", "--app", APP, "--broker", "sqlite:///{tmp}/q.db", "--until-empty",
+             "--expire-every", "-1"),
+            says=("expire_every", "-1"),
+        ),
+        id="worker-expire-every-negative",
+    ),
 ]
 
 

@@ -26,6 +26,7 @@ from babelq.transports import open_transport
 from babelq.transports.base import Transport
 
 URN = "urn:babel:payments:transfer"
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.live),
@@ -105,7 +106,8 @@ def test_a_pass_moves_exactly_the_expired_and_leaves_the_rest_byte_identical_in_
     assert ids(records) == ids(expired)
     for record in records:
         letter = orjson.loads(record)["dead_letter"]
-        assert (letter["reason"], letter["cause"], letter["original_queue"]) == ("failed", "expired", unique_queue)
+        shown = (letter["reason"], letter["cause"], letter["original_queue"])
+        assert shown == ("failed", "expired", unique_queue)
     assert ExpirySweep(transport).sweep(unique_queue).moved == 0  # nothing left to do
 
 
@@ -209,11 +211,19 @@ def test_the_record_keeps_the_published_headers(broker_url: str, unique_queue: s
     if broker_url.endswith("laravel=1"):
         pytest.skip("the Laravel layout stores no headers")
     body = make(URN, {"n": 1}, queue=unique_queue, expire_at=now_ms() - 1).encode()
-    transport.publish(unique_queue, body, headers={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    transport.publish(unique_queue, body, headers={"traceparent": TRACEPARENT})
     ExpirySweep(transport).sweep(unique_queue)
     [record] = transport.reserve(f"{unique_queue}.dlq")
-    assert record.carried_headers == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    assert record.carried_headers == {"traceparent": TRACEPARENT}
     transport.close()
+
+
+def test_expire_every_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="expire_every"):
+        App(expire_every=-1)
+    with pytest.raises(ConfigurationError, match="expire_every"):
+        App().tune(expire_every=-0.5)
+    assert App().tune(expire_every=0).tuning.expire_every is None  # 0: never
 
 
 # -- brokers that cannot be read without consuming ------------------------------------------------

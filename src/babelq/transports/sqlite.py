@@ -172,11 +172,13 @@ _TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
 _READS_EXPIRE = (
     f"DELETE FROM {READS} WHERE taken_at < ? AND NOT EXISTS (SELECT 1 FROM {STATE} WHERE lease = {READS}.tag)"
 )
-#: waiting rows (not leased) of a queue after an id, oldest id first: what an expiry scan reads
+#: waiting rows (not leased) of a queue after an id, oldest id first: what an expiry scan reads.
+#: ``+s.queue`` keeps SQLite off the queue index, so it walks the ids up from the cursor and stops
+#: at the limit, instead of reading and sorting the whole queue for every page.
 _WAITING = (
     f"SELECT s.id, b.body, s.delivery_count, s.created_at, b.headers FROM {STATE} AS s "
     f"JOIN {BODIES} AS b ON b.id = s.id "
-    "WHERE s.queue = ? AND s.lease IS NULL AND s.id > ? ORDER BY s.id LIMIT ?"
+    "WHERE s.id > ? AND +s.queue = ? AND s.lease IS NULL ORDER BY s.id LIMIT ?"
 )
 #: remove a row only while it waits with the body that was read (not leased, not retried since)
 _DELETE_WAITING = (
@@ -759,7 +761,7 @@ class SQLiteTransport(BaseTransport):
             raise ValueError(f"limit: must be >= 1, got {limit}")
         start = int(after) if after is not None else 0
         conn = self._conn()
-        rows: list[Any] = self._retry_busy(lambda: conn.execute(_WAITING, (queue, start, limit)).fetchall())
+        rows: list[Any] = self._retry_busy(lambda: conn.execute(_WAITING, (start, queue, limit)).fetchall())
         page = [
             Delivery(body=row[1], queue=queue, receipt=_Waiting(row[0]), delivery_count=row[2],
                      stored_at=row[3], headers=(carried := _headers_of(row[4])), carried_headers=carried)
