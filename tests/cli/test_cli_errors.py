@@ -292,6 +292,46 @@ CASES = [
         id="ingest-binary-garbage",
         marks=pytest.mark.slow,
     ),
+    # -- expire ---------------------------------------------------------------------------------------------
+    pytest.param(
+        Case(
+            ("expire", "--broker", f"amqp://guest:{SECRET}@127.0.0.1:1/", "--queue", "payments"),
+            says=("amqp://guest:***@127.0.0.1:1/", "cannot show a queued message without delivering it",
+                  "dead-letter exchange"),
+        ),
+        id="expire-amqp-cannot-scan",
+    ),
+    pytest.param(
+        Case(
+            ("expire", "--broker", "sqs://k:v@127.0.0.1:1/?region=us-east-1", "--queue", "payments"),
+            says=("sqs://", "cannot show a queued message without receiving it"),
+        ),
+        id="expire-sqs-cannot-scan",
+    ),
+    pytest.param(
+        Case(
+            ("expire", "--broker", f"redis://:{SECRET}@127.0.0.1:1/0", "--queue", "q"), says=("127.0.0.1:1",)
+        ),
+        id="expire-redis-unreachable",
+    ),
+    pytest.param(
+        Case(
+            ("expire", "--broker", "sqlite:///{tmp}/q.db", "--queue", "q", "--every", "0"), says=("--every",)
+        ),
+        id="expire-every-zero",
+    ),
+    pytest.param(
+        Case(("expire", "--broker", "sqlite:///{tmp}/q.db", "--queue", "a,,b"), says=("--queue",)),
+        id="expire-empty-queue-name",
+    ),
+    pytest.param(
+        Case(
+            ("worker", "--app", APP, "--broker", "sqlite:///{tmp}/q.db", "--until-empty",
+             "--expire-every", "-1"),
+            says=("expire_every", "-1"),
+        ),
+        id="worker-expire-every-negative",
+    ),
 ]
 
 

@@ -24,6 +24,7 @@ BROKER_COMMANDS = {
     "conformance": ("--transport",),
     "worker": ("--url",),
     "demo": (),
+    "expire": (),
     "ingest": (),
     "publish": (),
     "settle": (),
@@ -42,6 +43,7 @@ REQUIRED_ARGS = {
     "settle": ["--ledger", "l.db", "--checkpoint", "c"],
     "consume": ["--app", "m:a", "--sink", "s.db", "--checkpoint", "c"],
     "dlq": ["--queue", "q.dlq"],
+    "expire": ["--queue", "q"],
     "relay": [],
 }
 

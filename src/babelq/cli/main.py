@@ -38,7 +38,7 @@ log = logging.getLogger("babelq.cli")
 
 COMMANDS: Final = (
     "encode", "inspect", "conformance", "worker", "demo", "ingest", "publish", "settle", "consume", "dlq",
-    "outbox", "relay", "schema",
+    "outbox", "relay", "schema", "expire",
 )
 
 EXIT_USAGE: Final = 2
@@ -179,7 +179,7 @@ def _register(subparsers: Subparsers, name: str) -> None:
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: commands that run until stopped: they log at INFO by default, so their first line says what they do
-LONG_RUNNING = frozenset({"worker", "relay"})
+LONG_RUNNING = frozenset({"worker", "relay", "expire"})
 
 
 def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:

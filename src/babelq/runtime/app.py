@@ -71,6 +71,10 @@ class App:
     between handlers, so a handler that can outlast the lease wants ``concurrency >= 2``.
     A message whose handler or store raised :class:`~babelq.errors.UnavailableError` is put
     back unchanged after ``unavailable_delay_ms`` (never a failed attempt, never dead-lettered).
+    A consumer with nothing to do dead-letters the expired messages waiting on its queues, delayed
+    ones included, at most every ``expire_every`` seconds (0 or None: never; transports that
+    cannot read a queue without taking its messages, AMQP and SQS, never do;
+    :mod:`babelq.runtime.expiry_sweep`).
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class App:
         publish_middleware: Sequence[PublishMiddleware] = (),
         grace_period: float = 30.0,
         poll_timeout: float = 1.0,
+        expire_every: float | None = 60.0,
         strict_urns: bool = False,
         log: logging.Logger | None = None,
     ) -> None:
@@ -100,6 +105,7 @@ class App:
             raise ConfigurationError(f"prefetch: must be >= 1, got {prefetch}")
         if grace_period < 0 or poll_timeout < 0:
             raise ConfigurationError("grace_period and poll_timeout must be >= 0")
+        _check_expire_every(expire_every)
         if type(unavailable_delay_ms) is not int or unavailable_delay_ms < 0:
             raise ConfigurationError(
                 f"unavailable_delay_ms: must be an integer >= 0, got {unavailable_delay_ms!r}"
@@ -112,6 +118,7 @@ class App:
             prefetch=prefetch if prefetch is not None else max(32, 2 * concurrency),
             poll_timeout=poll_timeout,
             grace_period=grace_period,
+            expire_every=expire_every or None,
         )
         self.policy = FailurePolicy(
             max_attempts=max_attempts,
@@ -153,6 +160,7 @@ class App:
         prefetch: int | None = None,
         grace_period: float | None = None,
         poll_timeout: float | None = None,
+        expire_every: float | None = None,
     ) -> App:
         """Change consume tuning before a run (the CLI's ``--concurrency`` etc.); returns the app."""
         if concurrency is not None and concurrency < 1:
@@ -168,6 +176,9 @@ class App:
             tuning = replace(tuning, grace_period=grace_period)
         if poll_timeout is not None:
             tuning = replace(tuning, poll_timeout=poll_timeout)
+        if expire_every is not None:  # 0 switches the idle expiry sweep off
+            _check_expire_every(expire_every)
+            tuning = replace(tuning, expire_every=expire_every or None)
         self.tuning = tuning
         return self
 
@@ -616,3 +627,12 @@ class App:
     def stats(self) -> dict[str, int]:
         """Counter totals: received, handled, retried, dead_lettered (and by reason), poison..."""
         return self.counters.snapshot()
+
+
+def _check_expire_every(seconds: float | None) -> None:
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ConfigurationError(
+            f"expire_every: must be a number of seconds >= 0 (0: never), got {seconds!r}"
+        )

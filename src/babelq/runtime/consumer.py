@@ -20,6 +20,12 @@ holds (:mod:`babelq.runtime.leases`) -- between handlers when they run on the co
 while they run when they run on worker threads, so with ``concurrency >= 2`` even a single
 handler slower than the visibility timeout keeps its message.
 
+Idle time dead-letters expired messages nobody takes (:mod:`babelq.runtime.expiry_sweep`): when
+a fetch finds nothing and nothing is in flight, the conductor sweeps its queues -- at most every
+``expire_every`` seconds, on transports that can read waiting messages without taking them, and
+only when dead letters go to ``<queue>.dlq`` -- so a message waiting in a delay past its
+``meta.expire_at`` reaches the DLQ at its time, not when its delay ends.
+
 Outages (:mod:`babelq.runtime.outage`) are waited out, never blamed on messages: a broker that
 cannot be reached while fetching is retried with a capped, jittered backoff, one WARNING line
 per attempt naming the broker (URL redacted) and the error -- tracebacks only at DEBUG -- and
@@ -41,6 +47,7 @@ from queue import Empty, SimpleQueue
 from babelq.errors import ConfigurationError
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import Disposer
+from babelq.runtime.expiry_sweep import ExpirySweep, refusal
 from babelq.runtime.leases import LeaseKeeper
 from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable
 from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNSTARTED, Outcome
@@ -81,6 +88,8 @@ class Tuning:
     idle_timeout: float = 0.1  #: long-poll wait when running until empty
     poll_interval: float = 0.05  #: how often to look for more work while handlers run
     grace_period: float = 30.0
+    #: seconds between two expiry sweeps of an idle consumer (None: never sweep)
+    expire_every: float | None = 60.0
 
 
 class Consumer:
@@ -121,6 +130,10 @@ class Consumer:
         self.gate = FetchGate(UNAVAILABLE, UNSTARTED)
         self._fetch_after = 0.0
         self.leases = LeaseKeeper(transport, self.queues, counters=counters, log=log)
+        self._sweep: ExpirySweep | None = None
+        if tuning.expire_every is not None and disposer.policy == "queue" and not refusal(transport):
+            self._sweep = ExpirySweep(transport, counters=counters, logger=log)
+        self._sweep_after = 0.0  #: time.monotonic() from which the next idle sweep may run
 
     def stop(self) -> None:
         """Stop fetching; in-flight handlers may finish within the grace period."""
@@ -218,6 +231,30 @@ class Consumer:
             return all(self.transport.size(queue) == 0 for queue in self.queues)
         return True
 
+    def _idle(self) -> None:
+        """Nothing fetched, nothing in flight: sweep expired messages off the queues when one is
+        due. Not while the broker is failing fetches (that outage is being waited out already);
+        a failed sweep is logged and tried again at the next due idle moment."""
+        sweep = self._sweep
+        if sweep is None or self._fetch_pauses.failures or self._stop.is_set():
+            return
+        now = time.monotonic()
+        if now < self._sweep_after:
+            return
+        self._sweep_after = now + (self.tuning.expire_every or 0.0)
+        try:
+            sweep.sweep_all(self.queues)
+        except Exception as exc:
+            self.counters.incr("expiry_sweep_errors")
+            unavailable = is_unavailable(exc)
+            self.log.log(
+                logging.WARNING if unavailable else logging.ERROR,
+                "expiry sweep of %r on %s %s: %s; trying again when idle in %.0f s",
+                self.queue, self.broker, "unavailable" if unavailable else "failed",
+                one_line(exc, typed=True), self.tuning.expire_every or 0.0,
+                exc_info=None if unavailable else exc,
+            )  # fmt: skip
+
     def _past(self, limits: Limits) -> bool:
         return limits.deadline is not None and time.monotonic() >= limits.deadline
 
@@ -239,6 +276,7 @@ class Consumer:
                         break
                 batch = self._fetch(want, timeout, limits)
                 if not batch:
+                    self._idle()
                     if self._out_of_work(limits):
                         break
                     continue
@@ -341,6 +379,7 @@ class Consumer:
                         fetched += len(batch)
                         continue
                     if in_flight == 0:
+                        self._idle()
                         if self._out_of_work(limits):
                             break
                         continue

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 from babelq.envelope import annotate, dlq_name, exception_name, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
@@ -81,6 +81,61 @@ class FailurePolicy:
             )
         if self.max_delay_ms < 0:
             raise ConfigurationError(f"max_delay_ms: must be >= 0, got {self.max_delay_ms}")
+
+
+class DeadLetter(NamedTuple):
+    """What a dead-letter-now outcome writes: the ``record`` for the DLQ, its ``reason``, the
+    ``why`` of the log line, and the error that made the annotated record unwritable (the record
+    is then the poison record of the original bytes, reason ``poison``), else None."""
+
+    record: bytes
+    reason: str
+    why: str
+    unwritable: Exception | None
+
+
+def dead_letter_now(processed: Processed) -> DeadLetter:
+    """The dead letter of ``processed`` (a dead-letter-now outcome: poison, expired, unknown URN...).
+
+    The one place that writes such a record: the consume path's disposer and the expiry sweep
+    (:mod:`babelq.runtime.expiry_sweep`, which dead-letters expired messages no worker took)
+    both call it, so an expired message's record is the same whoever moved it."""
+    outcome = processed.outcome
+    reason = outcome.reason or "failed"
+    error = _error_text(outcome.error)
+    message = processed.message
+    unwritable: Exception | None = None
+    if message is None:
+        record = poison_record(
+            processed.delivery.body,
+            original_queue=processed.delivery.queue,
+            error=error or "unreadable message",
+            cause=outcome.cause,
+        )
+    else:
+        exc = outcome.error if isinstance(outcome.error, BaseException) else None
+        attempts = min(max(message.attempts, 0), INT64_MAX)
+        record, unwritable = record_or_poison(
+            lambda: annotate(
+                message.envelope,
+                reason,
+                original_queue=processed.delivery.queue,
+                attempts=attempts,
+                error=error,
+                exception=exc,
+                cause=outcome.cause,
+            ).encode(),
+            processed.delivery.body,
+            original_queue=processed.delivery.queue,
+            error=error,
+            attempts=attempts,
+            cause=outcome.cause,
+        )
+        if unwritable is not None:
+            reason = "poison"
+    label = outcome.cause or reason
+    why = (error if error.startswith(f"{label}: ") else f"{label}: {error}") if error else label
+    return DeadLetter(record, reason, why, unwritable)
 
 
 class Disposer:
@@ -211,38 +266,10 @@ class Disposer:
         self._to_dlq(processed, record, reason, f"failed {runs} time(s): {error}", acks)
 
     def _dead_letter_now(self, processed: Processed, outcome: Outcome, acks: list[Delivery]) -> None:
-        reason = outcome.reason or "failed"
-        error = _error_text(outcome.error)
-        message = processed.message
-        if message is None:
-            record = poison_record(
-                processed.delivery.body,
-                original_queue=processed.delivery.queue,
-                error=error or "unreadable message",
-                cause=outcome.cause,
-            )
-        else:
-            exc = outcome.error if isinstance(outcome.error, BaseException) else None
-            attempts = min(max(message.attempts, 0), INT64_MAX)
-            record, reason = self._record(
-                processed,
-                lambda: annotate(
-                    message.envelope,
-                    reason,
-                    original_queue=processed.delivery.queue,
-                    attempts=attempts,
-                    error=error,
-                    exception=exc,
-                    cause=outcome.cause,
-                ).encode(),
-                error=error,
-                attempts=attempts,
-                cause=outcome.cause,
-                reason=reason,
-            )
-        label = outcome.cause or reason
-        why = (error if error.startswith(f"{label}: ") else f"{label}: {error}") if error else label
-        self._to_dlq(processed, record, reason, why, acks)
+        letter = dead_letter_now(processed)
+        if letter.unwritable is not None:
+            self._unencodable(processed, letter.unwritable)
+        self._to_dlq(processed, letter.record, letter.reason, letter.why, acks)
 
     def _record(
         self,

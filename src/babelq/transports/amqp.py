@@ -326,6 +326,10 @@ class AMQPTransport(BaseTransport):
 
     scheme = "amqp"
     leased_reservations = False
+    scan_refusal = (
+        "AMQP 0-9-1 cannot show a queued message without delivering it (basic.get takes it, a requeue "
+        "marks it redelivered); give the queue a per-message TTL and a dead-letter exchange instead"
+    )
 
     def __init__(
         self,

@@ -24,6 +24,14 @@ which messages the tag holds, so whoever knows the tag can renew, ack or release
 (``renew_tagged``, ``ack_tagged``, ``release_tagged``). A tag is reserved once: asking again
 returns the same messages, which makes a reader that is retried (a Spark task attempt) read
 the same thing. The Spark data source's executors reserve this way and its driver acks.
+
+*Waiting scans* (:meth:`BaseTransport.scan_waiting`: SQLite and both Redis layouts) read the
+messages waiting on a queue (ready or delayed, never reserved ones) without reserving or
+changing them, and :meth:`BaseTransport.dead_letter_waiting` moves chosen ones to a DLQ in one
+atomic broker step that first checks each is still waiting exactly as read: a message a worker
+reserved meanwhile is left to the worker. ``babelq expire`` and idle workers dead-letter expired
+messages this way. Brokers that cannot show a message without delivering it (AMQP 0-9-1, SQS)
+say why in :attr:`BaseTransport.scan_refusal`.
 """
 
 from __future__ import annotations
@@ -217,6 +225,14 @@ class Transport(Protocol):
         invisible). With :meth:`size` it tells whether a queue is really empty: a killed
         consumer's reservations are neither waiting nor gone until their lease lapses."""
 
+    def scan_waiting(self, queue: str, *, after: Any = None, limit: int = 500) -> tuple[list[Delivery], Any]:
+        """A page of the messages waiting on ``queue``, read without taking them
+        (:meth:`BaseTransport.scan_waiting`; ConfigurationError where the broker cannot)."""
+
+    def dead_letter_waiting(self, moves: Sequence[tuple[Delivery, bytes]], *, dlq: str) -> int:
+        """Move scanned messages still waiting as read to ``dlq`` in one atomic step
+        (:meth:`BaseTransport.dead_letter_waiting`)."""
+
     def purge(self, queue: str) -> None:
         """Delete everything on ``queue`` (ready, delayed and reserved). For tests and demos."""
 
@@ -230,6 +246,9 @@ class BaseTransport:
     scheme = ""
     leased_reservations: ClassVar[bool] = True
     tagged_reservations: ClassVar[bool] = False
+    #: Why :meth:`scan_waiting` is impossible on this broker, in words for a one-line error;
+    #: empty on transports that implement it.
+    scan_refusal: ClassVar[str] = "it cannot list the messages waiting on a queue without delivering them"
 
     @classmethod
     def tagged_for(cls, url: str) -> bool:
@@ -306,6 +325,24 @@ class BaseTransport:
 
     def ready(self, queue: str) -> int:
         raise NotImplementedError(f"{type(self).__name__} cannot count ready messages")
+
+    def scan_waiting(self, queue: str, *, after: Any = None, limit: int = 500) -> tuple[list[Delivery], Any]:
+        """Up to ``limit`` messages waiting on ``queue`` (ready or delayed; reserved ones are not
+        waiting), read without reserving or changing anything, from where the cursor ``after``
+        left off (``None``: the start). Returns the page and the cursor of the next one (``None``
+        when the queue was read to its end). Each delivery's ``receipt`` names the stored
+        message for :meth:`dead_letter_waiting` only; it cannot be acked or released.
+
+        A pass is a snapshot of a moving queue: a message that moved while it was read may be
+        missed (the next pass sees it), never handed out."""
+        raise ConfigurationError(f"{type(self).__name__}: {self.scan_refusal}")
+
+    def dead_letter_waiting(self, moves: Sequence[tuple[Delivery, bytes]], *, dlq: str) -> int:
+        """For each ``(delivery, record)`` from :meth:`scan_waiting`, in one atomic broker step:
+        if the message is still waiting exactly as read, remove it and publish ``record`` to
+        ``dlq`` (keeping its headers); otherwise (a worker reserved it, it was retried or
+        removed) change nothing for it. Returns how many were moved."""
+        raise ConfigurationError(f"{type(self).__name__}: {self.scan_refusal}")
 
     def retry(self, delivery: Delivery, body: bytes, *, delay_ms: int) -> None:
         self.publish(delivery.queue, body, delay_ms=delay_ms)

@@ -85,6 +85,7 @@ from babelq.transports.redis_connection import (
     Push,
     RedisConnection,
     RunScript,
+    Waiting,
     driver_errors,
 )
 from babelq.transports.redis_options import DelayMode, RedisOptions, client_url
@@ -460,6 +461,34 @@ end
 return total
 """
 
+# A waiting move (babelq expire): remove the exact element a scan read, from the ready list or
+# the delayed set, and push its dead letter to the DLQ's ready list, only when the removal
+# happened (a worker that reserved it meanwhile keeps it); its delivery count goes with it.
+# KEYS: ready, delayed, deliveries, DLQ ready   ARGV: where, element, record, ... -> flags
+_MOVE_WAITING = f"""
+local flags = {{}}
+local dropped = {{}}
+for i = 1, #ARGV, 3 do
+  local gone
+  local stored = ARGV[i + 1]
+  if ARGV[i] == 'ready' then
+    gone = redis.call('LREM', KEYS[1], 1, stored)
+  else
+    gone = redis.call('ZREM', KEYS[2], stored)
+    stored = string.sub(stored, {_BODY_AT})
+  end
+  if gone == 1 then
+    redis.call('RPUSH', KEYS[4], ARGV[i + 2])
+    dropped[#dropped + 1] = redis.sha1hex(stored)
+  end
+  flags[#flags + 1] = gone
+end
+if #dropped > 0 then
+  redis.call('HDEL', KEYS[3], unpack(dropped))
+{_drop_idle_counts("KEYS[3]")}end
+return flags
+"""
+
 #: Where the default layout keeps a delayed body (the ``delays`` option; see docs/transports-redis.md)
 DELAY_MODES: tuple[str, ...] = get_args(DelayMode)
 
@@ -571,6 +600,7 @@ class RedisTransport(RedisConnection):
         self._reserve_tagged_script: Script = register(_RESERVE_TAGGED)
         self._renew_tagged_script: Script = register(_RENEW_TAGGED)
         self._settle_tagged_script: Script = register(_SETTLE_TAGGED)
+        self._move_waiting_script: Script = register(_MOVE_WAITING)
         # Counts of bodies that another SDK consumed are never deleted by us: let the hash
         # expire a while after the queue's last reservation instead of growing forever.
         self._counts_ttl = max(_COUNTS_TTL, int(self.visibility_timeout * 10))
@@ -894,6 +924,27 @@ class RedisTransport(RedisConnection):
     @driver_errors("release_tagged")
     def release_tagged(self, queue: str, tags: Sequence[str]) -> int:
         return self._settle_tagged(queue, tags, "release")
+
+    # -- waiting scans -------------------------------------------------------------------
+
+    def _waiting_keys(self, queue: str) -> tuple[str, str]:
+        keys = self.keys(queue)
+        return keys.ready, keys.delayed
+
+    def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
+        stored = waiting.stored if waiting.where == "ready" else _stored(waiting.stored)
+        body, headers = unframe(stored)
+        return Delivery(body=body, queue=queue, receipt=waiting, headers=headers, carried_headers=headers)
+
+    def _move_waiting(self, queue: str, dlq: str, moves: Sequence[tuple[Waiting, bytes]]) -> list[int]:
+        keys = self.keys(queue)
+        args: list[str | bytes] = []
+        for waiting, record in moves:  # the dead letter keeps the headers, as dead_letter's does
+            args += [waiting.where, waiting.stored, _reframed(record, self._waiting_delivery(queue, waiting))]
+        flags: list[int] = self._move_waiting_script(
+            keys=[keys.ready, keys.delayed, keys.deliveries, self.keys(dlq).ready], args=args
+        )
+        return flags
 
     # -- inspection ----------------------------------------------------------------------
 

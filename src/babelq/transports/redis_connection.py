@@ -60,6 +60,29 @@ _MAX_SWEEP_LIMIT = 4000
 SCRIPT_BATCH = 1000
 
 
+class WaitingCursor:
+    """Where a waiting scan goes on: the ready list, then the delayed set, by index.
+
+    Mutable on purpose: a waiting move of messages read before ``index`` shifts the rest of the
+    list down, so it moves the cursor back by as many and the next page misses nothing."""
+
+    __slots__ = ("index", "where")
+
+    def __init__(self, where: str, index: int) -> None:
+        self.where = where
+        self.index = index
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A waiting message as a scan read it: ``where`` (``ready`` or ``delayed``), the stored list
+    element or delayed member, and the cursor of the page it was read in."""
+
+    where: str
+    stored: bytes
+    cursor: WaitingCursor
+
+
 @dataclass(frozen=True, slots=True)
 class Push:
     """``RPUSH key values...``"""
@@ -351,6 +374,67 @@ class RedisConnection(BaseTransport):
                     )
                 )
         return held
+
+    # -- waiting scans ---------------------------------------------------------------------
+
+    scan_refusal = ""
+
+    def _waiting_keys(self, queue: str) -> tuple[str, str]:
+        """The layout's ready list and delayed set of ``queue``."""
+        raise NotImplementedError
+
+    def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
+        """The delivery a scan reports for a stored element or delayed member."""
+        raise NotImplementedError
+
+    def _move_waiting(self, queue: str, dlq: str, moves: Sequence[tuple[Waiting, bytes]]) -> list[int]:
+        """The layout's atomic waiting move: one flag (1 moved, 0 left alone) per move."""
+        raise NotImplementedError
+
+    @driver_errors("scan_waiting")
+    def scan_waiting(self, queue: str, *, after: Any = None, limit: int = 500) -> tuple[list[Delivery], Any]:
+        """The ready list from its head, then the delayed set by due time; reservations (and, with
+        ``delays=lease``, delayed bodies parked as reservations) are not read."""
+        self._check_open()
+        if limit < 1:
+            raise ValueError(f"limit: must be >= 1, got {limit}")
+        ready, delayed = self._waiting_keys(queue)
+        cursor = after if isinstance(after, WaitingCursor) else WaitingCursor("ready", 0)
+        if cursor.where == "ready":
+            found = self._redis.lrange(ready, cursor.index, cursor.index + limit - 1)
+        else:
+            found = self._redis.zrange(delayed, cursor.index, cursor.index + limit - 1)
+        page = [self._waiting_delivery(queue, Waiting(cursor.where, bytes(item), cursor)) for item in found]
+        if len(found) == limit:
+            following: WaitingCursor | None = cursor
+            cursor.index += limit
+        elif cursor.where == "ready":
+            following = WaitingCursor("delayed", 0)
+        else:
+            following = None
+        return page, following
+
+    @driver_errors("dead_letter_waiting")
+    def dead_letter_waiting(self, moves: Sequence[tuple[Delivery, bytes]], *, dlq: str) -> int:
+        """One script per queue and batch: ``LREM``/``ZREM`` of the exact element read, and the
+        record pushed to ``dlq`` only when that removed it."""
+        self._check_open()
+        by_queue: dict[str, list[tuple[Waiting, bytes]]] = {}
+        for delivery, record in moves:
+            waiting = delivery.receipt
+            if not isinstance(waiting, Waiting):
+                raise ValueError(f"not a waiting message of the redis transport: {waiting!r}")
+            by_queue.setdefault(delivery.queue, []).append((waiting, bytes(record)))
+        moved = 0
+        for queue, items in by_queue.items():
+            for start in range(0, len(items), SCRIPT_BATCH):
+                chunk = items[start : start + SCRIPT_BATCH]
+                for (waiting, _), flag in zip(chunk, self._move_waiting(queue, dlq, chunk), strict=True):
+                    if int(flag) == 1:
+                        moved += 1
+                        if waiting.cursor.where == waiting.where and waiting.cursor.index > 0:
+                            waiting.cursor.index -= 1
+        return moved
 
     @driver_errors("purge")
     def purge(self, queue: str) -> None:

@@ -63,6 +63,7 @@ from babelq.transports.redis_connection import (
     PublishPlan,
     RedisConnection,
     RunScript,
+    Waiting,
     driver_errors,
 )
 from babelq.transports.redis_options import RedisOptions, client_url
@@ -171,6 +172,30 @@ end
 return held
 """
 
+# A waiting move (babelq expire): remove the exact job a scan read (ready list, with one wake-up
+# token, as a pop takes one; or the delayed set) and push its dead letter to the DLQ's ready list
+# with a token, only when the removal happened.
+# KEYS: ready, delayed, notify, DLQ ready, DLQ notify   ARGV: where, job, record, ... -> flags
+_MOVE_WAITING = """
+local flags = {}
+for i = 1, #ARGV, 3 do
+  local gone
+  if ARGV[i] == 'ready' then
+    gone = redis.call('LREM', KEYS[1], 1, ARGV[i + 1])
+    if gone == 1 then redis.call('LPOP', KEYS[3]) end
+  else
+    gone = redis.call('ZREM', KEYS[2], ARGV[i + 1])
+  end
+  if gone == 1 then
+    redis.call('RPUSH', KEYS[4], ARGV[i + 2])
+    redis.call('RPUSH', KEYS[5], 1)
+  end
+  flags[#flags + 1] = gone
+end
+return flags
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class _Reserved:
     """The settle handle of one reservation: its member in ``:reserved`` and the job as popped
@@ -217,6 +242,7 @@ class RedisLaravelTransport(RedisConnection):
         self._reserve_script: Script = register(_RESERVE)
         self._settle_script: Script = register(_SETTLE)
         self._renew_script: Script = register(_RENEW)
+        self._move_waiting_script: Script = register(_MOVE_WAITING)
         self._keys: dict[str, LaravelKeys] = {}
 
     @classmethod
@@ -387,6 +413,26 @@ class RedisLaravelTransport(RedisConnection):
 
     def _lease_key(self, queue: str) -> str:
         return self.keys(queue).reserved
+
+    # -- waiting scans -------------------------------------------------------------------
+
+    def _waiting_keys(self, queue: str) -> tuple[str, str]:
+        keys = self.keys(queue)
+        return keys.ready, keys.delayed
+
+    def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
+        body, headers = unframe(waiting.stored)
+        return Delivery(body=body, queue=queue, receipt=waiting, headers=headers, carried_headers=headers)
+
+    def _move_waiting(self, queue: str, dlq: str, moves: Sequence[tuple[Waiting, bytes]]) -> list[int]:
+        keys, target = self.keys(queue), self.keys(dlq)
+        args: list[str | bytes] = []
+        for waiting, record in moves:  # bare, as dead_letter writes it in this layout
+            args += [waiting.where, waiting.stored, record]
+        flags: list[int] = self._move_waiting_script(
+            keys=[keys.ready, keys.delayed, keys.notify, target.ready, target.notify], args=args
+        )
+        return flags
 
     # -- inspection ----------------------------------------------------------------------
 

@@ -172,6 +172,19 @@ _TAG_FORGET = f"DELETE FROM {READS} WHERE tag = ?"
 _READS_EXPIRE = (
     f"DELETE FROM {READS} WHERE taken_at < ? AND NOT EXISTS (SELECT 1 FROM {STATE} WHERE lease = {READS}.tag)"
 )
+#: waiting rows (not leased) of a queue after an id, oldest id first: what an expiry scan reads.
+#: ``+s.queue`` keeps SQLite off the queue index, so it walks the ids up from the cursor and stops
+#: at the limit, instead of reading and sorting the whole queue for every page.
+_WAITING = (
+    f"SELECT s.id, b.body, s.delivery_count, s.created_at, b.headers FROM {STATE} AS s "
+    f"JOIN {BODIES} AS b ON b.id = s.id "
+    "WHERE s.id > ? AND +s.queue = ? AND s.lease IS NULL ORDER BY s.id LIMIT ?"
+)
+#: remove a row only while it waits with the body that was read (not leased, not retried since)
+_DELETE_WAITING = (
+    f"DELETE FROM {STATE} WHERE id = ? AND queue = ? AND lease IS NULL "
+    f"AND (SELECT body FROM {BODIES} WHERE id = ?) = ?"
+)
 #: how long a tag's record outlives its claim when nobody settles it (its rows lapse long before)
 TAG_RECORD_MS = 86_400_000
 
@@ -326,6 +339,13 @@ class _Receipt:
     lease: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A waiting row as a scan read it (not a reservation: only a waiting move takes it)."""
+
+    row_id: int
+
+
 class _Wakeups:
     """Per database file, a condition that same-process publishers signal after each commit."""
 
@@ -350,6 +370,7 @@ class SQLiteTransport(BaseTransport):
 
     scheme = "sqlite"
     tagged_reservations = True
+    scan_refusal = ""
 
     def __init__(
         self,
@@ -730,6 +751,50 @@ class SQLiteTransport(BaseTransport):
         released = self._by_tags(queue, tags, _TAG_RELEASE, (_now_ms(),), forget=True)
         self._notify()
         return released
+
+    # -- waiting scans (babelq expire) ---------------------------------------------------------
+
+    def scan_waiting(self, queue: str, *, after: Any = None, limit: int = 500) -> tuple[list[Delivery], Any]:
+        """Rows without a lease (ready or delayed), by id; the cursor is the last id read. A lapsed
+        reservation still has its holder's lease and is left to it (the holder may be running it)."""
+        if limit < 1:
+            raise ValueError(f"limit: must be >= 1, got {limit}")
+        start = int(after) if after is not None else 0
+        conn = self._conn()
+        rows: list[Any] = self._retry_busy(lambda: conn.execute(_WAITING, (start, queue, limit)).fetchall())
+        page = [
+            Delivery(body=row[1], queue=queue, receipt=_Waiting(row[0]), delivery_count=row[2],
+                     stored_at=row[3], headers=(carried := _headers_of(row[4])), carried_headers=carried)
+            for row in rows
+        ]  # fmt: skip
+        return page, (rows[-1][0] if len(rows) == limit else None)
+
+    def dead_letter_waiting(self, moves: Sequence[tuple[Delivery, bytes]], *, dlq: str) -> int:
+        """One transaction: each row is deleted only while it still waits with the body read, and
+        its record inserted on ``dlq`` beside it, so a claim sees either the row or neither."""
+        if not moves:
+            return 0
+        now = _now_ms()
+        rows = []
+        for delivery, record in moves:
+            waiting = delivery.receipt
+            if not isinstance(waiting, _Waiting):
+                raise ValueError(f"not a waiting row of the sqlite transport: {waiting!r}")
+            rows.append((waiting.row_id, delivery.queue, bytes(delivery.body), bytes(record),
+                         _headers_column(delivery.headers)))  # fmt: skip
+
+        def move(conn: sqlite3.Connection) -> int:
+            moved = 0
+            for row_id, queue, body, record, headers in rows:
+                if conn.execute(_DELETE_WAITING, (row_id, queue, row_id, body)).rowcount == 1:
+                    conn.execute(_INSERT, (dlq, record, now, now, headers))
+                    moved += 1
+            return moved
+
+        moved = self._write(move)
+        if moved:
+            self._notify()
+        return moved
 
     # -- inspection ----------------------------------------------------------------------
 

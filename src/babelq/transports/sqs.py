@@ -203,6 +203,10 @@ class SQSTransport(BaseTransport):
     """SQS through one boto3 client; queue URLs are looked up by name (and created) once."""
 
     scheme = "sqs"
+    scan_refusal = (
+        "SQS cannot show a queued message without receiving it (a receive hides it and raises its "
+        "receive count); expired messages are dead-lettered by the worker that receives them"
+    )
 
     def __init__(
         self,

@@ -64,6 +64,13 @@ def register(subparsers: Subparsers) -> None:
         help=f"seconds in-flight handlers get on shutdown {app_default.format(30)}",
     )
     parser.add_argument(
+        "--expire-every",
+        type=float,
+        metavar="SECONDS",
+        help="when idle, dead-letter the queue's expired messages at most this often; 0: never "
+        + app_default.format(60),
+    )
+    parser.add_argument(
         "--until-empty", action="store_true", help="stop when the queue is empty instead of waiting for more"
     )
     parser.add_argument(
@@ -132,7 +139,10 @@ def run(args: argparse.Namespace) -> int:
         app.bind(owned)
     elif url:
         app.bind(url)
-    app.tune(concurrency=args.concurrency, prefetch=args.prefetch, grace_period=args.grace_period)
+    app.tune(
+        concurrency=args.concurrency, prefetch=args.prefetch, grace_period=args.grace_period,
+        expire_every=args.expire_every,
+    )  # fmt: skip
     if args.log_format == "json" or args.metrics_port is not None:
         from babelq import metrics
 
