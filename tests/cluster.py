@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from spark_defaults import isolated_env
+
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -99,6 +101,8 @@ class StandaloneCluster:
             SPARK_LOG_DIR=str(self.log_dir),
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_NO_DAEMONIZE="1",
+            # the master and workers mostly wait: the same cheap JIT and collector as the tests' JVMs
+            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         )
         return env
 
@@ -492,7 +496,7 @@ _CLI_SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_D
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a babelq command run against the cluster."""
-    env = {k: v for k, v in os.environ.items() if k not in _CLI_SCRUBBED}
+    env = isolated_env(_CLI_SCRUBBED)
     # the driver must be reachable by the executors at the address it advertises
     env.update({"SPARK_LOCAL_IP": "127.0.0.1", **(extra or {})})
     return env

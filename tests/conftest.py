@@ -48,6 +48,9 @@ settings.load_profile("babelq")
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE_DIR = Path(__file__).resolve().parent / "conformance"
 REQUIRE_LIVE = os.environ.get("BABELQ_REQUIRE_LIVE", "") not in ("", "0", "false", "no")
+#: Spark's configuration for every JVM the tests start: options that suit short jobs on cold JVMs
+#: (tests/spark_conf/spark-defaults.conf says which and why; tests/spark_defaults.py)
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark_conf"))
 
 SERVICES = {
     "redis": ("127.0.0.1", 6379),

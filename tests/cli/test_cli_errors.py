@@ -29,6 +29,7 @@ import pytest
 from babelq.cli import main as cli_main
 from babelq.errors import BabelqError, ConfigurationError
 from conftest import CONFORMANCE_DIR, ROOT, require_service
+from spark_defaults import DEFAULTS
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 SECRET = "s3cret"
@@ -92,6 +93,7 @@ def error_lines(stderr: bytes, *, spark: bool) -> list[str]:
 def spark_log_off(tmp_path_factory: pytest.TempPathFactory) -> Path:
     conf = tmp_path_factory.mktemp("spark-conf")
     (conf / "log4j2.properties").write_text(_SPARK_LOG_OFF)
+    (conf / "spark-defaults.conf").write_text(DEFAULTS)
     return conf
 
 

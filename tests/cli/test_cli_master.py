@@ -9,7 +9,6 @@ On a real cluster: ``tests/pipelines/test_cluster_ingest.py``.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from cluster import event_log_conf, read_event_log
 from conftest import ROOT, require_service
+from spark_defaults import isolated_env
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")
@@ -28,7 +28,7 @@ POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 def babelq(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [str(BABELQ)] if BABELQ.exists() else [sys.executable, "-m", "babelq.cli.main"]
-    full = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    full = isolated_env(SCRUBBED)
     full.update(env or {})
     return subprocess.run(
         [*command, *args], capture_output=True, text=True, cwd=cwd, env=full, timeout=300, check=False

@@ -6,7 +6,6 @@ which brings its warnings back (a JVM launched at that level: ``tests/spark/test
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 from babelq.cli.spark_options import session_defaults
 from babelq.pipelines.progress import Progress
 from babelq.spark.log_level import LOG_LEVEL_CONF
+from spark_defaults import isolated_env
 
 
 def test_spark_is_quiet_unless_verbose_and_its_metrics_live_when_progress_shows() -> None:
@@ -34,7 +34,7 @@ def test_ingest_shows_progress_lines_and_none_of_sparks_noise(tmp_path: Path) ->
     from babelq.pipelines.generator import generate_bulk_file
 
     generate_bulk_file(tmp_path / "payments.csv", 60, seed=7)
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
+    env = isolated_env(("PYSPARK_GATEWAY_PORT",))
     done = subprocess.run(
         [sys.executable, "-m", "babelq.cli.main", "ingest", str(tmp_path / "payments.csv"),
          "--broker", f"sqlite:///{tmp_path}/q.db", "--rejects", str(tmp_path / "rejects")],

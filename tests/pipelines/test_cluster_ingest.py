@@ -30,6 +30,7 @@ import pytest
 
 from cluster import event_log_conf, make_bare_python, read_event_log, spark_home
 from conftest import ROOT, require_service
+from spark_defaults import DEFAULTS, isolated_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
 
@@ -71,7 +72,7 @@ def redis_queue(unique_queue: str) -> Any:
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    full = isolated_env(_SCRUBBED)
     # the driver must be reachable by the executors at the address it advertises
     full.update({"SPARK_LOCAL_IP": "127.0.0.1", **env})
     return subprocess.run(
@@ -148,7 +149,7 @@ def test_relative_sqlite_broker_is_refused_on_the_master_of_spark_defaults(
     runs on the master the session got."""
     conf = tmp_path / "conf"
     conf.mkdir()
-    (conf / "spark-defaults.conf").write_text(f"spark.master {spark_cluster.master_url}\n")
+    (conf / "spark-defaults.conf").write_text(f"{DEFAULTS}spark.master {spark_cluster.master_url}\n")
     done = run(
         [str(BABELQ), "ingest", str(bulk.path), "--broker", "sqlite://q.db", "--rejects", "rejects"],
         tmp_path,

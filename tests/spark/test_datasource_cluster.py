@@ -15,7 +15,6 @@ read the same messages.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -28,6 +27,7 @@ import pytest
 from babelq.envelope import make
 from babelq.transports import Outgoing, open_transport
 from conftest import require_service
+from spark_defaults import isolated_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
 
@@ -61,7 +61,7 @@ _SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR",
 def _run_child(cluster: Any, script: str, args: list[str], tmp_path: Path) -> subprocess.Popen[str]:
     path = tmp_path / "child.py"
     path.write_text(script)
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    env = isolated_env(_SCRUBBED)
     env["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver must be reachable at the address it advertises
     return subprocess.Popen(
         [sys.executable, str(path), cluster.master_url, *args],

@@ -17,6 +17,7 @@ import pytest
 
 from babelq.errors import ConfigurationError
 from babelq.spark import jvm_output, log_level
+from spark_defaults import isolated_env
 
 
 def test_the_quiet_file_is_used_only_when_asked_and_never_over_the_users_own(tmp_path: Path) -> None:
@@ -66,7 +67,7 @@ def test_a_verbose_launch_shows_sparks_warnings_again() -> None:
         "from babelq.spark.session import launch_jvm\n"
         f"launch_jvm('local[1]', **{{{log_level.LOG_LEVEL_CONF!r}: 'WARN'}})\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT")}
+    env = isolated_env(("PYSPARK_GATEWAY_PORT",))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env,
                           check=False)
     assert done.returncode == 0, done.stderr

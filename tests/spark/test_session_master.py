@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster import make_bare_python
+from spark_defaults import DEFAULTS, isolated_env
 
 pytest.importorskip("pyspark")
 
@@ -65,7 +66,7 @@ def test_explicit_master_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _probe(env: dict[str, str], kwargs: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     scrubbed = ("MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "PYSPARK_PYTHON", spark_session.MASTER_ENV)
-    full = {k: v for k, v in os.environ.items() if k not in scrubbed}
+    full = isolated_env(scrubbed)
     full.update(env)
     return subprocess.Popen(
         [sys.executable, "-c", PROBE, json.dumps(kwargs)],
@@ -82,7 +83,7 @@ def test_master_resolution_in_fresh_processes(tmp_path: Path, bare_python: Path)
     """Each row is a process of its own: (env, get_session kwargs) -> the master it runs on."""
     defaults = tmp_path / "conf"
     defaults.mkdir()
-    (defaults / "spark-defaults.conf").write_text("spark.master   local[3]\n")
+    (defaults / "spark-defaults.conf").write_text(f"{DEFAULTS}spark.master   local[3]\n")
     rows = {
         # also: spark.pyspark.python among the settings is the interpreter Python workers run
         "nothing given: the fallback": ({}, {"spark.pyspark.python": str(bare_python)}, "local[2]"),
