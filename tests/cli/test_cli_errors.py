@@ -99,6 +99,13 @@ def _redis(url: str) -> tuple[str, ...]:
     return ("worker", "--app", APP, "--until-empty", "--url", url)
 
 
+# Redis refuses a user it does not know: the password is checked, so the broker is reachable but wrong.
+REFUSING_REDIS = f"redis://nosuchuser:{SECRET}@127.0.0.1:6379/15"
+FILES_FOR_SPARK = {
+    "p.csv": b"payment_reference,amount_cents,currency,debtor_bsb,debtor_account,creditor_bsb,"
+    b"creditor_account\nr1,100,AUD,062-000,12345678,062-001,87654321\n",
+    "orders.py": (ROOT / "examples" / "orders_pipeline.py").read_bytes(),
+}
 GARBAGE = bytes((i * 97 + 13) % 256 for i in range(4096))
 INGEST = ("--broker", "sqlite:///{tmp}/q.db", "--rejects", "{tmp}/rejects")
 SETTLE = ("settle", "--broker", "sqlite:///{tmp}/q.db", "--checkpoint", "{tmp}/checkpoint")
@@ -282,6 +289,25 @@ CASES = [
         id="ingest-wrong-columns",
         marks=pytest.mark.slow,
     ),
+    # -- every Spark command opens its broker before Spark starts: one line, no JVM ---------------------
+    *[
+        pytest.param(
+            Case(args, says=("--broker", "127.0.0.1:6379", "password"), files=FILES_FOR_SPARK,
+                 service="redis", absent=absent),
+            id=f"{args[0]}-broker-refuses-before-spark",
+        )
+        for args, absent in [
+            (("ingest", "{tmp}/p.csv", "--broker", REFUSING_REDIS, "--rejects", "{tmp}/rejects"),
+             ("rejects",)),
+            (("publish", "{tmp}/p.csv", "--urn", "urn:babel:orders:created", "--broker", REFUSING_REDIS,
+              "--rejects", "{tmp}/rejects"), ("rejects",)),
+            (("settle", "--broker", REFUSING_REDIS, "--ledger", "{tmp}/ledger.db", "--checkpoint",
+              "{tmp}/checkpoint"), ("checkpoint",)),
+            (("consume", "--app", "orders:pipeline", "--broker", REFUSING_REDIS, "--sink", "{tmp}/sink.db",
+              "--checkpoint", "{tmp}/checkpoint"), ("checkpoint",)),
+            (("demo", "--rows", "10", "--broker", REFUSING_REDIS, "--out", "{tmp}/out"), ("out",)),
+        ]
+    ],
     pytest.param(
         Case(
             ("ingest", "{tmp}/garbage.csv", *INGEST),

@@ -98,7 +98,7 @@ def run_staging(
         )
         return 0
     show_progress()
-    spark = start_spark(args, app_name, defaults=session_defaults(args))
+    spark = start_spark(args, app_name, outbox=args.outbox, defaults=session_defaults(args))
     result = stage(spark, planned)
     lines = [
         f"batch {result.batch_id}: {result.rows_in:,} rows, {result.published:,} staged in the outbox "
