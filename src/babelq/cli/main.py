@@ -194,10 +194,28 @@ def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:
     )  # fmt: skip
 
 
+def _logging_options_below(parser: argparse.ArgumentParser, depth: int) -> None:
+    """The logging options on every parser below ``parser``, each level under its own names: a
+    subcommand's defaults would otherwise overwrite the count its command's ``-v`` made."""
+    from babelq.cli.help_format import subparsers_of
+
+    for sub in subparsers_of(parser):
+        _logging_options(sub, "sub_" if depth == 1 else f"sub{depth}_")
+        _logging_options_below(sub, depth + 1)
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """How many ``-v`` were given, before and after the command names."""
+    return int(args.verbose) + sum(
+        int(value) for name, value in vars(args).items() if name.endswith("_verbose") and value)
+
+
 def log_level(args: argparse.Namespace) -> int:
     """The level ``-v``/``--log-level`` ask for; a long-running command logs at INFO by default
     (its start-up line says what it consumes or publishes)."""
-    named = getattr(args, "sub_log_level", None) or getattr(args, "log_level", None)
+    # given after a command (sub_log_level, sub2_log_level for `outbox init`...) or before it
+    given_after = [value for name, value in vars(args).items() if name.endswith("_log_level") and value]
+    named = given_after[-1] if given_after else getattr(args, "log_level", None)
     if named is not None:
         return int(getattr(logging, named.upper()))
     verbose = args.verbose
@@ -209,8 +227,9 @@ def log_level(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``babelq`` argument parser with every available command."""
     from babelq import __version__
+    from babelq.cli.help_format import CliParser, use_everywhere
 
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = CliParser(
         prog="babelq",
         description="BabelQueue envelopes for Python: encode, inspect, check conformance, run pipelines.",
     )
@@ -219,10 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         _register(subparsers, name)
-    for command in subparsers.choices.values():  # `babelq worker -v` as well as `babelq -v worker`
-        _logging_options(command, "sub_")
-    from babelq.cli.help_format import use_everywhere
-
+    _logging_options_below(parser, 1)  # `babelq worker -v` as well as `babelq -v worker`
     use_everywhere(parser)
     return parser
 
@@ -259,8 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "accepts_any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.verbose += getattr(args, "sub_verbose", 0)
+        from babelq.cli.help_format import chosen_parser
+
+        # the command's own usage, not the top level's: the flag was given to the command
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.verbose = verbosity(args)
     level = log_level(args)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose == 0:
