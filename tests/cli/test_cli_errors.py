@@ -44,6 +44,7 @@ class Case:
 
     args: tuple[str, ...]
     says: tuple[str, ...] = ()  # what the error line must contain (the input it names)
+    unsaid: tuple[str, ...] = ()  # what it must not (an option that was not given)
     stdin: bytes = b""
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)  # written into {tmp} first
@@ -288,6 +289,17 @@ CASES = [
             (("demo", "--rows", "10", "--broker", REFUSING_REDIS, "--out", "{tmp}/out"), ("out",)),
         ]
     ],
+    # -- the batch journal defaults to beside --rejects: its error names --rejects, the option given ------
+    *[
+        pytest.param(
+            Case((command, "{tmp}/p.csv", *urn, "--broker", "sqlite:///{tmp}/q.db", "--rejects",
+                  "{tmp}/out/ing/rejects"),
+                 says=("--rejects", "{tmp}/out/ing does not exist"), unsaid=("--journal:",),
+                 files=FILES_FOR_SPARK),
+            id=f"{command}-rejects-in-a-missing-directory",
+        )
+        for command, urn in [("ingest", ()), ("publish", ("--urn", "urn:babel:orders:created"))]
+    ],
     pytest.param(
         Case(
             ("ingest", "{tmp}/garbage.csv", *INGEST),
@@ -362,6 +374,8 @@ def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path) -> No
     assert len(line) <= cli_main.MAX_ERROR_LINE + 100
     for fragment in case.says:
         assert fragment.replace("{tmp}", str(tmp_path)) in line, line
+    for fragment in case.unsaid:
+        assert fragment not in line, line
     assert proc.returncode == 2, (proc.returncode, stderr)
     for name in case.absent:
         assert not (tmp_path / name).exists(), f"{name} was created"
