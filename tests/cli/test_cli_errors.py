@@ -144,6 +144,16 @@ CASES = [
         Case(_redis(f"amqp://guest:{SECRET}@127.0.0.1:1/?prefetch=abc"), says=("prefetch", "'abc'")),
         id="amqp-option-not-a-number",
     ),
+    # -- a password left in a path (a URL read as a path) is masked wherever the error quotes it ---------
+    *[
+        pytest.param(Case(args, says=("does not exist", "user:***@")), id=f"{args[0]}-password-in-a-path-{n}")
+        for n, url in enumerate([f"user:{SECRET}@/nonexistent/x.db",
+                                 f"sqlite:/user:{SECRET}@/nonexistent/x.db"])
+        for args in [
+            ("relay", "--outbox", url, "--broker", "memory://", "--once"),
+            ("settle", "--ledger", url, "--broker", "sqlite:///{tmp}/q.db", "--checkpoint", "{tmp}/ck"),
+        ]
+    ],
     # -- inspect / encode ----------------------------------------------------------------------------
     pytest.param(
         Case(
