@@ -552,7 +552,7 @@ def test_keyboard_interrupt_exits_130(
 
     monkeypatch.setattr(worker, "run", interrupted)
     assert cli_main.main(["worker", "--app", "x:y"]) == 130
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "babelq worker: interrupted\n"
 
 
 def test_a_babelq_error_is_printed_as_it_is(
