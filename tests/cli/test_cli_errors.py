@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -652,3 +653,59 @@ def test_error_line_is_capped_after_redacting() -> None:
     line = cli_main.error_line(exc)
     assert len(line) == cli_main.MAX_ERROR_LINE
     assert line.startswith("cannot reach redis://:***@host:6379/0 ") and line.endswith("...")
+
+
+# -- a ledger whose disk fills up while settle runs ---------------------------------------------------
+_OUTAGE_WAIT = re.compile(r"^ledger unavailable \(attempt \d+, retrying in [\d.]+ s\): ")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs (needs the right to mount: root in a container that allows it)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_ledger_disk_that_fills_up_under_settle_is_one_error_line(tmp_path: Path, tiny_disk: Path) -> None:
+    """The ledger opens (so the check before Spark passes), then its disk fills while Spark's tasks
+    post: settle waits the outage out (one logged line per attempt, which are not errors), then
+    fails with one line naming the ledger. Spark's own ERROR records and stack traces of the
+    failed tasks, and Py4J's log of the failed batch, stay off the screen."""
+    from babelq.envelope import make, now_ms
+    from babelq.pipelines import TRANSFER_URN
+    from babelq.transports import Outgoing, open_transport
+
+    url = f"sqlite:///{tmp_path}/q.db"
+    payment = {"amount_cents": 1000, "currency": "AUD", "debtor_bsb": "012-345",
+               "debtor_account": "123456789", "creditor_bsb": "033-001", "creditor_account": "987654321",
+               "validation_result": {"passed": True, "checks": ["test"]}}
+    transport = open_transport(url)
+    transport.publish_many("payments", [
+        Outgoing(make(TRANSFER_URN, {"payment_reference": f"PAY-{i}", **payment}, queue="payments",
+                      correlation_id="bulk_test", expire_at=now_ms() + 3_600_000).encode())
+        for i in range(3_000)  # more than 256 KiB of ledger rows
+    ])
+    transport.close()
+    proc = subprocess.run(
+        [str(BABELQ), "settle", "--broker", url, "--ledger", str(tiny_disk / "ledger.db"), "--checkpoint",
+         str(tmp_path / "ck"), "--progress", "none"],
+        capture_output=True, cwd=tmp_path, timeout=600, check=False,
+        env={k: v for k, v in os.environ.items() if k not in ("BABELQ_BROKER", "SPARK_CONF_DIR")},
+    )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    lines = [line for line in error_lines(proc.stderr, spark=True) if not _OUTAGE_WAIT.match(line)]
+    assert len(lines) == 1, stderr[-5000:]
+    assert lines[0].startswith("babelq settle: error: ") and "database or disk is full" in lines[0], lines[0]
+    assert str(tiny_disk / "ledger.db") in lines[0]
+    assert "Traceback" not in stderr and "\tat " not in stderr
+    assert proc.returncode == 2
