@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import venv
@@ -59,7 +60,15 @@ def _env() -> dict[str, str]:
 
 
 def _run(args: list[str]) -> int:
-    return subprocess.call(args, cwd=ROOT, env=_env())
+    """Run ``args`` and return its exit code. On Ctrl-C the child gets the SIGINT too (a terminal
+    sends it to both; it is passed on in case only this process got it) and is waited for: it
+    ends its own processes and says so in one line, which is then the last word."""
+    with subprocess.Popen(args, cwd=ROOT, env=_env()) as child:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                child.send_signal(signal.SIGINT)
 
 
 def main(argv: list[str]) -> int:
@@ -99,4 +108,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # in dev.py's own steps (creating the venv): one line, as babelq's
+        print("dev.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -63,6 +63,30 @@ def test_no_password_survives(user: str, password: str, scheme: str) -> None:
         assert MASK in shown
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("--outbox: directory user:PgPw_8812@/nonexistent does not exist",
+         "--outbox: directory user:***@/nonexistent does not exist"),
+        ("--ledger: directory sqlite:/app:pw@/data does not exist",
+         "--ledger: directory sqlite:/app:***@/data does not exist"),
+        ("cannot open ':pw@host/x.db'", "cannot open ':***@host/x.db'"),
+        ("git@github.com:org/repo and a@b.example stay", "git@github.com:org/repo and a@b.example stay"),
+        ("redis://u:***@h:1/0 at 12:30", "redis://u:***@h:1/0 at 12:30"),
+    ],
+)
+def test_redact_text_masks_a_password_left_without_its_scheme(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+
+
+@given(user=st.sampled_from(["", "app", "guest"]), password=SECRET,
+       before=st.sampled_from(["", "/", "sqlite:/", " "]))
+def test_no_password_survives_in_a_path_cut_from_a_url(user: str, password: str, before: str) -> None:
+    quoted = quote(password, safe="")
+    shown = redact_text(f"--ledger: directory {before}{user}:{quoted}@/data does not exist")
+    assert quoted not in shown and f"{user}:{MASK}@/data" in shown
+
+
 def test_redact_text_keeps_the_rest_of_the_message() -> None:
     text = "Error 111 connecting to redis://:pw@127.0.0.1:1. Connection refused."
     assert redact_text(text) == "Error 111 connecting to redis://:***@127.0.0.1:1. Connection refused."

@@ -39,6 +39,9 @@ MASK = "***"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 # scheme://[user[:password]@]host... up to whitespace, a quote or a closing bracket
 _URL_IN_TEXT = re.compile(rf"""\b{_SCHEME.pattern}://[^\s'"<>)\]]+""")
+# "user:password@" with no scheme before it: what is left of a URL read as a path (a sqlite URL
+# with one slash, a URL without its scheme), which an error quoting the path would print as is
+_BARE_USERINFO = re.compile(r"""(?<![\w.~%+\-])([\w.~%+\-]*):([^\s:/@'"<>()\[\]]+)@""")
 # key=value secrets in free text such as libpq's "password=xyz" connection strings
 _KEYWORD_SECRET = re.compile(
     r"""(?i)\b(password|passwd|pwd|secret|token|sslpassword)\s*=\s*('[^']*'|"[^"]*"|[^\s'"]+)"""
@@ -117,9 +120,12 @@ def _redact_userinfo_loosely(text: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every URL in it redacted (:func:`redact`) and ``password=...`` pairs masked."""
+    """``text`` with every URL in it redacted (:func:`redact`), ``password=...`` pairs masked, and
+    the password of a ``user:password@`` left in a path or a URL missing its scheme masked too."""
     if "://" in text:
         text = _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    if "@" in text:
+        text = _BARE_USERINFO.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     if "=" in text:
         text = _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}={MASK}", text)
     return text

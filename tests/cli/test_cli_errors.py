@@ -6,21 +6,19 @@ checks the contract of :func:`babelq.cli.main.main`: stderr holds exactly one no
 ``Traceback``; and when the command line (or ``$BABELQ_BROKER``) holds a URL with a password,
 that password appears nowhere in stdout or stderr, also with ``-v`` (which adds the traceback).
 
-Spark rows (ingest, settle) start a JVM, ~10-20 s each, so they are few and marked slow. The
-JVM writes its own log records (Spark's ERROR lines, with a failed Python worker's traceback)
-straight to the process's stderr, where nothing in Python can catch them; a deployment turns
-them off with a log4j2 configuration, and so do these rows (``SPARK_CONF_DIR``), because what
-they test is what babelq itself prints. The JDK's one launcher line and babelq's own timed
-progress lines are not error output and are set aside for those rows only.
+Spark rows (ingest, settle) start a JVM each, so they are few and marked slow. They run
+with babelq's own Spark log settings (the tests' ``SPARK_CONF_DIR``, which has no log4j2 file), which keep
+Spark's records of a failure off the screen. babelq's own timed progress lines are not error
+output and are set aside for those rows only; a timed Spark log record is not.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +27,7 @@ import pytest
 from babelq.cli import main as cli_main
 from babelq.errors import BabelqError, ConfigurationError
 from conftest import CONFORMANCE_DIR, ROOT, require_service
-from spark_defaults import DEFAULTS
+from spark_defaults import isolated_env
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 SECRET = "s3cret"
@@ -38,18 +36,7 @@ APP = "babelq.runtime:App"  # an App without a transport: the broker comes from 
 
 # What the Spark rows' stderr may hold besides babelq's error line (see the module docstring).
 _JVM_LAUNCHER = re.compile(r"^WARNING: Using incubator modules")
-_PROGRESS = re.compile(r"^\d\d:\d\d:\d\d ")
-_SPARK_LOG_OFF = """\
-rootLogger.level = off
-rootLogger.appenderRef.stderr.ref = stderr
-appender.console.type = Console
-appender.console.name = stderr
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = JVM %p %c: %m%n
-logger.spark.name = org.apache.spark
-logger.spark.level = off
-"""
+_PROGRESS = re.compile(r"^\d\d:\d\d:\d\d (?!(?:FATAL|ERROR|WARN|INFO|DEBUG) )")
 
 
 @dataclass(frozen=True)
@@ -58,6 +45,7 @@ class Case:
 
     args: tuple[str, ...]
     says: tuple[str, ...] = ()  # what the error line must contain (the input it names)
+    unsaid: tuple[str, ...] = ()  # what it must not (an option that was not given)
     stdin: bytes = b""
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)  # written into {tmp} first
@@ -75,7 +63,7 @@ def run_babelq(
     args: list[str], *, cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     command = [str(BABELQ)] if BABELQ.exists() else [sys.executable, "-m", "babelq.cli.main"]
-    full_env = {k: v for k, v in os.environ.items() if k != "BABELQ_BROKER"}
+    full_env = isolated_env(("BABELQ_BROKER",))
     full_env.update(env or {})
     return subprocess.run(
         [*command, *args], input=stdin, capture_output=True, cwd=cwd, env=full_env, timeout=240, check=False
@@ -89,18 +77,17 @@ def error_lines(stderr: bytes, *, spark: bool) -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module")
-def spark_log_off(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    conf = tmp_path_factory.mktemp("spark-conf")
-    (conf / "log4j2.properties").write_text(_SPARK_LOG_OFF)
-    (conf / "spark-defaults.conf").write_text(DEFAULTS)
-    return conf
-
-
 def _redis(url: str) -> tuple[str, ...]:
     return ("worker", "--app", APP, "--until-empty", "--url", url)
 
 
+# Redis refuses a user it does not know: the password is checked, so the broker is reachable but wrong.
+REFUSING_REDIS = f"redis://nosuchuser:{SECRET}@127.0.0.1:6379/15"
+FILES_FOR_SPARK = {
+    "p.csv": b"payment_reference,amount_cents,currency,debtor_bsb,debtor_account,creditor_bsb,"
+    b"creditor_account\nr1,100,AUD,062-000,12345678,062-001,87654321\n",
+    "orders.py": (ROOT / "examples" / "orders_pipeline.py").read_bytes(),
+}
 GARBAGE = bytes((i * 97 + 13) % 256 for i in range(4096))
 INGEST = ("--broker", "sqlite:///{tmp}/q.db", "--rejects", "{tmp}/rejects")
 SETTLE = ("settle", "--broker", "sqlite:///{tmp}/q.db", "--checkpoint", "{tmp}/checkpoint")
@@ -158,6 +145,16 @@ CASES = [
         Case(_redis(f"amqp://guest:{SECRET}@127.0.0.1:1/?prefetch=abc"), says=("prefetch", "'abc'")),
         id="amqp-option-not-a-number",
     ),
+    # -- a password left in a path (a URL read as a path) is masked wherever the error quotes it ---------
+    *[
+        pytest.param(Case(args, says=("does not exist", "user:***@")), id=f"{args[0]}-password-in-a-path-{n}")
+        for n, url in enumerate([f"user:{SECRET}@/nonexistent/x.db",
+                                 f"sqlite:/user:{SECRET}@/nonexistent/x.db"])
+        for args in [
+            ("relay", "--outbox", url, "--broker", "memory://", "--once"),
+            ("settle", "--ledger", url, "--broker", "sqlite:///{tmp}/q.db", "--checkpoint", "{tmp}/ck"),
+        ]
+    ],
     # -- inspect / encode ----------------------------------------------------------------------------
     pytest.param(
         Case(
@@ -284,6 +281,36 @@ CASES = [
         id="ingest-wrong-columns",
         marks=pytest.mark.slow,
     ),
+    # -- every Spark command opens its broker before Spark starts: one line, no JVM ---------------------
+    *[
+        pytest.param(
+            Case(args, says=("--broker", "127.0.0.1:6379", "password"), files=FILES_FOR_SPARK,
+                 service="redis", absent=absent),
+            id=f"{args[0]}-broker-refuses-before-spark",
+        )
+        for args, absent in [
+            (("ingest", "{tmp}/p.csv", "--broker", REFUSING_REDIS, "--rejects", "{tmp}/rejects"),
+             ("rejects",)),
+            (("publish", "{tmp}/p.csv", "--urn", "urn:babel:orders:created", "--broker", REFUSING_REDIS,
+              "--rejects", "{tmp}/rejects"), ("rejects",)),
+            (("settle", "--broker", REFUSING_REDIS, "--ledger", "{tmp}/ledger.db", "--checkpoint",
+              "{tmp}/checkpoint"), ("checkpoint",)),
+            (("consume", "--app", "orders:pipeline", "--broker", REFUSING_REDIS, "--sink", "{tmp}/sink.db",
+              "--checkpoint", "{tmp}/checkpoint"), ("checkpoint",)),
+            (("demo", "--rows", "10", "--broker", REFUSING_REDIS, "--out", "{tmp}/out"), ("out",)),
+        ]
+    ],
+    # -- the batch journal defaults to beside --rejects: its error names --rejects, the option given ------
+    *[
+        pytest.param(
+            Case((command, "{tmp}/p.csv", *urn, "--broker", "sqlite:///{tmp}/q.db", "--rejects",
+                  "{tmp}/out/ing/rejects"),
+                 says=("--rejects", "{tmp}/out/ing does not exist"), unsaid=("--journal:",),
+                 files=FILES_FOR_SPARK),
+            id=f"{command}-rejects-in-a-missing-directory",
+        )
+        for command, urn in [("ingest", ()), ("publish", ("--urn", "urn:babel:orders:created"))]
+    ],
     pytest.param(
         Case(
             ("ingest", "{tmp}/garbage.csv", *INGEST),
@@ -338,7 +365,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path, spark_log_off: Path) -> None:
+def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path) -> None:
     if case.service:
         require_service(case.service)
     for name, content in case.files.items():
@@ -347,8 +374,6 @@ def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path, spark
         (tmp_path / name).mkdir()
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in case.args]
     env = {key: value.replace("{tmp}", str(tmp_path)) for key, value in case.env.items()}
-    if case.spark:
-        env["SPARK_CONF_DIR"] = str(spark_log_off)
 
     proc = run_babelq(args, cwd=tmp_path, stdin=case.stdin, env=env)
     stderr = proc.stderr.decode("utf-8", "replace")
@@ -360,6 +385,8 @@ def test_an_error_is_one_line_with_exit_code_2(case: Case, tmp_path: Path, spark
     assert len(line) <= cli_main.MAX_ERROR_LINE + 100
     for fragment in case.says:
         assert fragment.replace("{tmp}", str(tmp_path)) in line, line
+    for fragment in case.unsaid:
+        assert fragment not in line, line
     assert proc.returncode == 2, (proc.returncode, stderr)
     for name in case.absent:
         assert not (tmp_path / name).exists(), f"{name} was created"
@@ -526,7 +553,7 @@ def test_keyboard_interrupt_exits_130(
 
     monkeypatch.setattr(worker, "run", interrupted)
     assert cli_main.main(["worker", "--app", "x:y"]) == 130
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "babelq worker: interrupted\n"
 
 
 def test_a_babelq_error_is_printed_as_it_is(
@@ -626,3 +653,59 @@ def test_error_line_is_capped_after_redacting() -> None:
     line = cli_main.error_line(exc)
     assert len(line) == cli_main.MAX_ERROR_LINE
     assert line.startswith("cannot reach redis://:***@host:6379/0 ") and line.endswith("...")
+
+
+# -- a ledger whose disk fills up while settle runs ---------------------------------------------------
+_OUTAGE_WAIT = re.compile(r"^ledger unavailable \(attempt \d+, retrying in [\d.]+ s\): ")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs (needs the right to mount: root in a container that allows it)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_ledger_disk_that_fills_up_under_settle_is_one_error_line(tmp_path: Path, tiny_disk: Path) -> None:
+    """The ledger opens (so the check before Spark passes), then its disk fills while Spark's tasks
+    post: settle waits the outage out (one logged line per attempt, which are not errors), then
+    fails with one line naming the ledger. Spark's own ERROR records and stack traces of the
+    failed tasks, and Py4J's log of the failed batch, stay off the screen."""
+    from babelq.envelope import make, now_ms
+    from babelq.pipelines import TRANSFER_URN
+    from babelq.transports import Outgoing, open_transport
+
+    url = f"sqlite:///{tmp_path}/q.db"
+    payment = {"amount_cents": 1000, "currency": "AUD", "debtor_bsb": "012-345",
+               "debtor_account": "123456789", "creditor_bsb": "033-001", "creditor_account": "987654321",
+               "validation_result": {"passed": True, "checks": ["test"]}}
+    transport = open_transport(url)
+    transport.publish_many("payments", [
+        Outgoing(make(TRANSFER_URN, {"payment_reference": f"PAY-{i}", **payment}, queue="payments",
+                      correlation_id="bulk_test", expire_at=now_ms() + 3_600_000).encode())
+        for i in range(3_000)  # more than 256 KiB of ledger rows
+    ])
+    transport.close()
+    proc = subprocess.run(
+        [str(BABELQ), "settle", "--broker", url, "--ledger", str(tiny_disk / "ledger.db"), "--checkpoint",
+         str(tmp_path / "ck"), "--progress", "none"],
+        capture_output=True, cwd=tmp_path, timeout=600, check=False,
+        env=isolated_env(("BABELQ_BROKER",)),
+    )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    lines = [line for line in error_lines(proc.stderr, spark=True) if not _OUTAGE_WAIT.match(line)]
+    assert len(lines) == 1, stderr[-5000:]
+    assert lines[0].startswith("babelq settle: error: ") and "database or disk is full" in lines[0], lines[0]
+    assert str(tiny_disk / "ledger.db") in lines[0]
+    assert "Traceback" not in stderr and "\tat " not in stderr
+    assert proc.returncode == 2

@@ -189,3 +189,37 @@ def test_conformance_takes_its_broker_from_BABELQ_BROKER(
     assert err.startswith("babelq conformance: error:") and "/proc/q.db" in err
     # --broker wins over the environment
     assert cli_main.main(["conformance", str(CONFORMANCE_DIR), "--broker", "memory://"]) == 0
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_a_wrong_flag_prints_that_commands_usage_line_and_one_error_line(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli_main.main([*name.split()[1:], "--no-such-flag"])
+    assert exit_.value.code == 2
+    usage, error = capsys.readouterr().err.splitlines()  # two lines, whatever the command's options
+    assert usage.startswith(f"usage: {name} ") and usage.endswith(f"({name} -h lists the options)"), usage
+    assert error.startswith(f"{name}: error: "), error
+
+
+@pytest.mark.parametrize("name", [name for name in IDS if name != "babelq"])
+def test_every_command_takes_the_logging_options_after_its_name(name: str) -> None:
+    import logging
+
+    parser = cli_main.build_parser()
+    argv = name.split()[1:]
+    required = REQUIRED_ARGS.get(argv[0], []) if len(argv) == 1 else []
+    required += {"babelq encode": ["urn:babel:a:b", "{}"], "babelq outbox": ["init"],
+                 "babelq outbox prune": ["--older-than", "1"], "babelq schema": ["compat", "a", "b"],
+                 "babelq schema compat": ["a", "b"]}.get(name, [])
+    for before, after, level in [
+        ([], ["-v"], logging.INFO),
+        (["-v"], ["-v"], logging.DEBUG),
+        ([], ["--log-level", "error"], logging.ERROR),
+        (["--log-level", "debug"], ["--log-level", "error"], logging.ERROR),  # the one after the name wins
+    ]:
+        args, unknown = parser.parse_known_args([*before, *argv, *after, *required])
+        assert unknown == [], (name, after)
+        args.verbose = cli_main.verbosity(args)
+        assert cli_main.log_level(args) == level, (name, before, after)

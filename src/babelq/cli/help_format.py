@@ -1,4 +1,8 @@
-"""How every ``babelq`` command's ``--help`` states defaults.
+"""How every ``babelq`` command's ``--help`` states defaults, and how a usage error reads.
+
+A wrong or missing option is two lines, whichever command it is given to: that command's
+usage in one line (what it needs, not every option: ``-h`` lists those) and the error
+(:class:`CliParser`, the class of every parser in the tree).
 
 One formatter for the whole command tree, set by :func:`use_everywhere` from
 :func:`babelq.cli.main.build_parser`, so a command module cannot forget it: an option whose
@@ -12,7 +16,7 @@ something a help text says better in words. A help text that already states its 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 #: The words a help text uses to state its own default.
 DEFAULT_MARK = "(default"
@@ -57,3 +61,46 @@ def use_everywhere(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = DefaultsHelpFormatter
     for sub in subparsers_of(parser):
         use_everywhere(sub)
+
+
+def short_usage(parser: argparse.ArgumentParser) -> str:
+    """``parser``'s usage in one line: its positionals, its required options, ``[options]`` for the
+    rest and where to read them (``argparse``'s own usage lists every option, wrapped over lines)."""
+    formatter = parser._get_formatter()
+    words = [parser.prog]
+    optional = False
+    for action in parser._actions:
+        if action.help is argparse.SUPPRESS:
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            words += [action.metavar if isinstance(action.metavar, str) else "COMMAND", "..."]
+        elif not action.option_strings:
+            words.append(formatter._format_args(action, action.dest))
+        elif action.required:
+            value = formatter._format_args(action, action.dest.upper()) if action.nargs != 0 else ""
+            words.append(f"{action.option_strings[0]} {value}".strip())
+        else:
+            optional = True
+    words += ["[options]"] if optional else []
+    return f"usage: {' '.join(words)}  ({parser.prog} -h lists the options)"
+
+
+class CliParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose usage error is two lines: :func:`short_usage` and
+    ``<prog>: error: <message>``, exit code 2 (argparse's own prints the whole wrapped usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        text = " ".join(message.split())
+        self.exit(2, f"{short_usage(self)}\n{self.prog}: error: {text}\n")
+
+
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` were parsed for: ``parser``'s subcommand named in
+    ``args``, and its own subcommand in turn (``babelq outbox init``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None) if action.dest is not argparse.SUPPRESS else None
+            sub = action.choices.get(name) if isinstance(name, str) else None
+            if sub is not None:
+                return chosen_parser(sub, args)
+    return parser

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import re
 import sys
 import threading
@@ -194,10 +195,28 @@ def _logging_options(parser: argparse.ArgumentParser, prefix: str) -> None:
     )  # fmt: skip
 
 
+def _logging_options_below(parser: argparse.ArgumentParser, depth: int) -> None:
+    """The logging options on every parser below ``parser``, each level under its own names: a
+    subcommand's defaults would otherwise overwrite the count its command's ``-v`` made."""
+    from babelq.cli.help_format import subparsers_of
+
+    for sub in subparsers_of(parser):
+        _logging_options(sub, "sub_" if depth == 1 else f"sub{depth}_")
+        _logging_options_below(sub, depth + 1)
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """How many ``-v`` were given, before and after the command names."""
+    return int(args.verbose) + sum(
+        int(value) for name, value in vars(args).items() if name.endswith("_verbose") and value)
+
+
 def log_level(args: argparse.Namespace) -> int:
     """The level ``-v``/``--log-level`` ask for; a long-running command logs at INFO by default
     (its start-up line says what it consumes or publishes)."""
-    named = getattr(args, "sub_log_level", None) or getattr(args, "log_level", None)
+    # given after a command (sub_log_level, sub2_log_level for `outbox init`...) or before it
+    given_after = [value for name, value in vars(args).items() if name.endswith("_log_level") and value]
+    named = given_after[-1] if given_after else getattr(args, "log_level", None)
     if named is not None:
         return int(getattr(logging, named.upper()))
     verbose = args.verbose
@@ -209,8 +228,9 @@ def log_level(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``babelq`` argument parser with every available command."""
     from babelq import __version__
+    from babelq.cli.help_format import CliParser, use_everywhere
 
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = CliParser(
         prog="babelq",
         description="BabelQueue envelopes for Python: encode, inspect, check conformance, run pipelines.",
     )
@@ -219,10 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         _register(subparsers, name)
-    for command in subparsers.choices.values():  # `babelq worker -v` as well as `babelq -v worker`
-        _logging_options(command, "sub_")
-    from babelq.cli.help_format import use_everywhere
-
+    _logging_options_below(parser, 1)  # `babelq worker -v` as well as `babelq -v worker`
     use_everywhere(parser)
     return parser
 
@@ -254,13 +271,71 @@ def _stacks_on_sigusr1() -> None:
         faulthandler.register(usr1, file=sys.stderr, all_threads=True, chain=False)
 
 
+def _catch_interrupts(verbose: bool) -> tuple[threading.Event, Any]:
+    """Handle Ctrl-C (SIGINT) as babelq's own: returns the event it sets, and the handler it replaced.
+
+    The first SIGINT sets the event and raises KeyboardInterrupt, as Python's own handler does;
+    without ``-v`` it also keeps what the interrupt cuts off the screen: Py4J's threads log the
+    calls to the JVM it broke, threads end with tracebacks, and the JVM and its Python workers
+    report the jobs and connections it ended. A second SIGINT, while the command ends its
+    processes (:func:`_end_processes`), is ignored: they are being ended already."""
+    import signal
+
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return interrupted, None
+
+    def handler(_signum: int, _frame: Any) -> None:
+        if interrupted.is_set():
+            return
+        interrupted.set()
+        if not verbose:
+            logging.disable(logging.CRITICAL)
+            threading.excepthook = lambda _args: None
+            jvm_output = sys.modules.get("babelq.spark.jvm_output")
+            if jvm_output is not None:
+                jvm_output.mute()
+        raise KeyboardInterrupt
+
+    return interrupted, signal.signal(signal.SIGINT, handler)
+
+
+def _driver_jvm() -> Any:
+    """The Spark driver JVM this process runs now, if any (without importing pyspark)."""
+    if "pyspark" not in sys.modules:
+        return None
+    from babelq.spark.shutdown import driver_jvm
+
+    return driver_jvm()
+
+
+def _end_processes(before: Any) -> None:
+    """End the Spark driver JVM the command launched, and its Python workers, before the command
+    exits (:func:`babelq.spark.shutdown.end_jvm`): a command ends when its processes do. A JVM
+    that was running ``before`` the command (``main`` called in a process with a session of its
+    own) is left to its owner."""
+    if "pyspark" in sys.modules:
+        from babelq.spark.shutdown import end_jvm
+
+        end_jvm(keep=before)
+
+
+def _interrupted_line(command: str) -> int:
+    """The one line of an interrupted command; returns exit code 130."""
+    print(f"babelq {command}: interrupted", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``babelq`` with ``argv`` (default: the process arguments); returns the exit code."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "accepts_any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.verbose += getattr(args, "sub_verbose", 0)
+        from babelq.cli.help_format import chosen_parser
+
+        # the command's own usage, not the top level's: the flag was given to the command
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.verbose = verbosity(args)
     level = log_level(args)
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose == 0:
@@ -273,20 +348,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     _stacks_on_sigusr1()
-    if args.verbose == 0:
+    verbose = args.verbose > 0
+    if not verbose:
         _warnings_in_one_line(args.command)
+    interrupted, previous = _catch_interrupts(verbose)
+    jvm_before = _driver_jvm()
     try:
         return int(func(args))
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return _interrupted_line(args.command)
     except ModuleNotFoundError as exc:
         hint = missing_extra(exc)
         if hint is None:
-            return _report(args.command, exc, verbose=args.verbose > 0)
+            return _report(args.command, exc, verbose=verbose)
         print(f"babelq {args.command}: {hint}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        return _report(args.command, exc, verbose=args.verbose > 0)
+        if interrupted.is_set():  # what the interrupt broke (a Py4J call cut off), not an error of its own
+            return _interrupted_line(args.command)
+        return _report(args.command, exc, verbose=verbose)
+    finally:
+        if interrupted.is_set() and not verbose:
+            # the interrupted line is the last word: what the threads and connections the interrupt
+            # cut print while the processes end and Python exits is not shown
+            sys.stderr.flush()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        _end_processes(jvm_before)
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ with :func:`spark_arguments` and get their session from :func:`start_spark`, whi
 master to :func:`babelq.spark.session.get_session` (the one place that decides between
 ``--master``, ``$BABELQ_SPARK_MASTER``, the master Spark was given and ``local[2]``) and refuses
 broker and ledger targets the executors of a cluster could not share, both before Spark starts
-(when the master is named) and on the master the session really got.
+(when the master is named) and on the master the session really got. :func:`start_spark` also
+opens every target the command names (:func:`check_targets`: broker, ledger, sink, outbox)
+before the JVM starts, so a wrong password or a server that is down is one line naming the
+option, in every Spark command alike.
 
 The same commands share how they show their work: ``--progress`` (:func:`progress_argument`,
 :func:`open_progress`) and the babelq settings every session they start gets
@@ -103,7 +106,8 @@ def spark_conf(args: argparse.Namespace) -> dict[str, str]:
 
 
 def check_before_spark(
-    args: argparse.Namespace, *, broker: str | None = None, ledger: str | Path | None = None
+    args: argparse.Namespace, *, broker: str | None = None, ledger: str | Path | None = None,
+    sink: str | None = None,
 ) -> dict[str, str]:
     """Parse ``--conf`` and, when the master is named, refuse unshareable targets now, before a JVM
     starts. Returns the settings."""
@@ -111,8 +115,72 @@ def check_before_spark(
     from babelq.spark.session import explicit_master
 
     conf = spark_conf(args)
-    check_cluster_targets(explicit_master(args.master, conf), broker=broker, ledger=ledger)
+    master = explicit_master(args.master, conf)
+    check_cluster_targets(master, broker=broker, ledger=ledger)
+    if sink is not None:
+        check_cluster_targets(master, ledger=sink, ledger_option="--sink")
     return conf
+
+
+#: the words a target's own error starts with, replaced by the option the user gave
+_TARGET_PREFIXES = (
+    "url: ", "path: ", "ledger: ", "sink: ", "outbox: ", "--ledger: ", "--sink: ", "--outbox: ",
+)
+
+
+def _naming(option: str, exc: Exception) -> Exception:
+    """``exc`` (a ConfigurationError or UnavailableError) re-worded to start with ``option``."""
+    text = str(exc)
+    for prefix in _TARGET_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+            break
+    from babelq.errors import ConfigurationError, UnavailableError
+
+    kind = ConfigurationError if isinstance(exc, ConfigurationError) else UnavailableError
+    return kind(f"{option}: {text}")
+
+
+def check_targets(
+    *, broker: str | None = None, ledger: str | Path | None = None, sink: str | None = None,
+    outbox: str | None = None,
+) -> None:
+    """Open and close every target given, so a wrong password, a server that is down or a file that
+    cannot be opened is one line naming its option before Spark starts, not a failure inside
+    Spark's tasks (which Spark reports from every task that meets it, at length)."""
+    from babelq.errors import ConfigurationError, UnavailableError
+
+    def broker_check(url: str) -> None:
+        from babelq.transports import open_transport
+
+        open_transport(url).close()
+
+    def ledger_check(target: str | Path) -> None:
+        from babelq.pipelines.ledger import open_ledger
+
+        open_ledger(target).close()
+
+    def sink_check(target: str) -> None:
+        from babelq.pipelines.consume.sinks import open_sink
+
+        open_sink(target).close()
+
+    def outbox_check(url: str) -> None:
+        from babelq.outbox.target import close_quietly, connect
+
+        close_quietly(connect(url, option="--outbox"))
+
+    checks: list[tuple[str, Any, Any]] = [
+        ("--broker", broker, broker_check), ("--ledger", ledger, ledger_check),
+        ("--sink", sink, sink_check), ("--outbox", outbox, outbox_check),
+    ]
+    for option, target, check in checks:
+        if target is None:
+            continue
+        try:
+            check(target)
+        except (ConfigurationError, UnavailableError) as exc:
+            raise _naming(option, exc) from exc
 
 
 def start_spark(
@@ -121,19 +189,24 @@ def start_spark(
     *,
     broker: str | None = None,
     ledger: str | Path | None = None,
+    sink: str | None = None,
+    outbox: str | None = None,
     defaults: Mapping[str, str] | None = None,
 ) -> Any:
-    """The command's SparkSession on the chosen master, after the checks of :func:`check_before_spark`;
-    the targets are checked again on the master Spark actually gave (a session refused then is
-    stopped before the error is raised)."""
+    """The command's SparkSession on the chosen master, after the checks of :func:`check_before_spark`
+    and :func:`check_targets`; the targets are checked again on the master Spark actually gave (a
+    session refused then is stopped before the error is raised)."""
     from babelq.errors import ConfigurationError
     from babelq.pipelines.cluster_checks import check_cluster_targets
     from babelq.spark.session import get_session
 
-    conf = {**(defaults or {}), **check_before_spark(args, broker=broker, ledger=ledger)}
+    conf = {**(defaults or {}), **check_before_spark(args, broker=broker, ledger=ledger, sink=sink)}
+    check_targets(broker=broker, ledger=ledger, sink=sink, outbox=outbox)
     spark = get_session(app_name, master=args.master, **conf)
     try:
         check_cluster_targets(spark.sparkContext.master, broker=broker, ledger=ledger)
+        if sink is not None:
+            check_cluster_targets(spark.sparkContext.master, ledger=sink, ledger_option="--sink")
     except ConfigurationError:
         spark.stop()
         raise

@@ -68,9 +68,15 @@ class BatchRecord:
 class IngestJournal:
     """The journal file (see the module docstring)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, beside_rejects: bool = False) -> None:
+        """Open (create) the journal at ``path``; ``beside_rejects`` when ``path`` is the default one
+        beside the rejects (:func:`default_journal`), so an error names the option that was given."""
         self.path = Path(path)
         if not self.path.parent.is_dir():
+            if beside_rejects:
+                raise ConfigurationError(
+                    f"--rejects: directory {self.path.parent} does not exist (the batch journal is kept "
+                    "beside the rejects); create it, or pass --journal PATH")
             raise ConfigurationError(f"--journal: directory {self.path.parent} does not exist")
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -124,5 +130,6 @@ def default_journal(rejects_path: str | Path, name: str = "ingest-journal.db") -
     text = str(rejects_path)
     if "://" in text and not text.startswith("file://"):
         raise ConfigurationError(
-            f"--journal: the rejects go to {text}, not a local path; pass --journal PATH (a local file)")
+            f"--rejects: {text} is not a local path, and the batch journal is kept beside the rejects; "
+            "pass --journal PATH (a local file)")
     return Path(text.removeprefix("file://")).resolve().parent / name

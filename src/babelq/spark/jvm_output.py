@@ -21,6 +21,14 @@ log = logging.getLogger(__name__)
 
 #: beginnings of the JVM's own stderr lines that are dropped
 NOISE: Final = (b"WARNING: Using incubator modules:",)
+_muted = threading.Event()
+
+
+def mute() -> None:
+    """Drop everything the JVM (and the Python workers it started) writes to stderr from now on:
+    what a command interrupted by Ctrl-C does, since the JVM and its workers then report, at
+    length, the connections and jobs the interrupt cut."""
+    _muted.set()
 
 
 def _copy(read_fd: int, target_fd: int) -> None:
@@ -34,8 +42,9 @@ def _copy(read_fd: int, target_fd: int) -> None:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             out = b"".join(line + b"\n" for line in lines if not line.startswith(NOISE))
-            _write(target_fd, out)
-        if pending and not pending.startswith(NOISE):
+            if not _muted.is_set():
+                _write(target_fd, out)
+        if pending and not pending.startswith(NOISE) and not _muted.is_set():
             _write(target_fd, pending)
 
 

@@ -11,10 +11,12 @@ over the progress display.
 sets it from ``-v``) chooses the level:
 
 * ``ERROR`` (or ``FATAL``, ``OFF``): the JVM is launched with babelq's log4j2 file
-  (``log4j2-quiet.properties``: ERROR and above on stderr, nothing announced), so nothing but
-  errors is printed from the first line on; once the context exists its level is set too.
-  An error is never hidden: the file's threshold is ERROR. The one line the JVM itself prints
-  at start (an incubator module in use) is dropped from its stderr (:mod:`babelq.spark.jvm_output`).
+  (``log4j2-quiet.properties``: FATAL records only on stderr, nothing announced); once the
+  context exists its level is set too. A failure that ends the command still reaches the
+  person: it comes back to the driver as an exception, which the CLI prints as one line; what
+  the file keeps off the screen is Spark's own record of it, repeated by every task that met
+  it, and the errors Spark ignores itself. The one line the JVM itself prints at start (an
+  incubator module in use) is dropped from its stderr (:mod:`babelq.spark.jvm_output`).
 * ``WARN``, ``INFO``, ``DEBUG``...: Spark's own configuration at launch (its warnings and banners
   included), then the context's level is set to this one.
 * unset: what :func:`babelq.spark.session.get_session` always did, Spark's configuration at
@@ -37,7 +39,7 @@ from babelq.errors import ConfigurationError
 LOG_LEVEL_CONF = "spark.babelq.logLevel"
 #: the level a context gets when nobody chose one
 DEFAULT_LEVEL = "ERROR"
-#: babelq's log4j2 file: ERROR and above on stderr, no start-up banners
+#: babelq's log4j2 file: FATAL records only on stderr, no start-up banners
 QUIET_FILE = Path(__file__).resolve().with_name("log4j2-quiet.properties")
 
 _LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL")

@@ -47,8 +47,10 @@ import hashlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -287,6 +289,14 @@ def launch_jvm(master: str | None = None, **conf: str) -> None:
     _resolve_master(chosen, settings)
 
 
+def _sigint_handler() -> Any:
+    """The SIGINT handler the caller installed, or None (Python's own, or not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    return None if handler in (signal.default_int_handler, None) else handler
+
+
 def get_session(app_name: str = "babelq", master: str | None = None, **conf: str) -> Any:
     """Return the active SparkSession or build one on the master the precedence above picks.
 
@@ -316,7 +326,12 @@ def get_session(app_name: str = "babelq", master: str | None = None, **conf: str
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    caller_sigint = _sigint_handler()
     session = builder.getOrCreate()
+    if caller_sigint is not None:
+        # A new SparkContext puts its own Ctrl-C handler in place (it cancels the jobs through the JVM,
+        # which a caller ending the JVM itself does not want); the caller's own handler stays.
+        signal.signal(signal.SIGINT, caller_sigint)
     sc = session.sparkContext
     sc.setLogLevel(context_level(settings))  # spark.babelq.logLevel, else ERROR (babelq.spark.log_level)
     if bundle is not None:

@@ -59,11 +59,10 @@ def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
     from babelq.pipelines.consume.files import check_files_cluster
     from babelq.pipelines.consume.metrics import serve_consume_metrics
-    from babelq.pipelines.consume.sinks import open_sink
     from babelq.spark.session import explicit_master
 
     url = required_broker_url(args)
-    conf = check_before_spark(args, broker=url, ledger=args.sink)
+    conf = check_before_spark(args, broker=url, sink=args.sink)
     check_files_cluster(explicit_master(args.master, conf), args.sink)  # a named master: before Spark starts
     if args.batch is not None and args.batch < 1:
         raise ConfigurationError(f"--batch: must be at least 1, got {args.batch}")
@@ -73,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value <= 0:
             raise ConfigurationError(f"{option}: must be more than 0 seconds, got {value:g}")
     pipeline = load_pipeline(args.app)
-    open_sink(args.sink).close()  # a bad --sink fails now, before Spark starts
     until_drained = args.trigger is None
     timeout = args.timeout if args.timeout is not None else (3_600.0 if until_drained else None)
     queue = args.queue or pipeline.queue
@@ -83,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                                                             queue=queue)
     try:
         show_progress()
-        spark = start_spark(args, "babelq-consume", broker=url, ledger=args.sink,
+        spark = start_spark(args, "babelq-consume", broker=url, sink=args.sink,
                             defaults=session_defaults(args))
         result = consume(
             spark, pipeline, url=url, sink=args.sink, checkpoint=args.checkpoint, queue=queue,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from babelq.cli.commands import broker_argument, broker_url, write
 from babelq.cli.spark_options import (
     check_before_spark,
+    check_targets,
     open_progress,
     progress_argument,
     session_defaults,
@@ -88,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
     # --conf syntax; a named cluster master vs the SQLite ledger (the default) or a relative SQLite broker
     conf = check_before_spark(args, broker=broker, ledger=args.ledger or Path(args.out, "ledger.db"))
     resolve_export(args.export, option="--export")  # --export png without Chromium: one line, before Spark
+    # a broker that refuses or is down: one line before Spark starts (run_demo checks --ledger itself,
+    # with the tables of its own run)
+    check_targets(broker=broker)
     show_progress()
     with open_progress(args) as progress:
         result = run_demo(

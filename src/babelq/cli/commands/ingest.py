@@ -98,7 +98,7 @@ def run_staging(
         )
         return 0
     show_progress()
-    spark = start_spark(args, app_name, defaults=session_defaults(args))
+    spark = start_spark(args, app_name, outbox=args.outbox, defaults=session_defaults(args))
     result = stage(spark, planned)
     lines = [
         f"batch {result.batch_id}: {result.rows_in:,} rows, {result.published:,} staged in the outbox "
@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     if args.ttl < 1:
         raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     journal = args.journal or default_journal(args.rejects)
-    book = IngestJournal(journal)  # checks the file, the journal and the batch before Spark starts
+    # checks the file, the journal and the batch before Spark starts
+    book = IngestJournal(journal, beside_rejects=not args.journal)
     try:
         plan = plan_batch(args.file, book, args.batch_id)
     finally:

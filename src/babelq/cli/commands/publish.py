@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     if args.ttl < 1:
         raise ConfigurationError(f"--ttl: must be at least 1 second, got {args.ttl}")
     journal = args.journal or default_journal(args.rejects, JOURNAL_NAME)
-    book = IngestJournal(journal)  # the file, the journal and the batch are checked before Spark starts
+    # the file, the journal and the batch are checked before Spark starts
+    book = IngestJournal(journal, beside_rejects=not args.journal)
     try:
         plan = plan_publish(args.file, book, spec, args.batch_id)
     finally:

@@ -91,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
     from babelq.cli.commands.demo import show_progress
     from babelq.errors import ConfigurationError
     from babelq.pipelines.core_banking import describe_bank
-    from babelq.pipelines.ledger import open_ledger
     from babelq.pipelines.settle import SettleStats
     from babelq.pipelines.settle.metrics import serve_settle_metrics
 
@@ -104,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
     bank = check_bank(args.bank)  # a bad --bank fails now, before Spark starts
-    open_ledger(args.ledger).close()  # and a bad --ledger
     write(f"settle: posting payments through {describe_bank(bank)}\n")
     stats = SettleStats()
     # a port in use or a missing prometheus_client fails now, before Spark starts
