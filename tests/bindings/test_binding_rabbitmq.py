@@ -18,6 +18,7 @@ def test_projection_carries_routing_fields_as_native_types() -> None:
         "message_id": env.id,
         "app_id": "babelqueue",
         "content_type": "application/json",
+        "content_encoding": "utf-8",
         "delivery_mode": 2,
         "headers": {"x-schema-version": 1, "x-source-lang": "python", "x-attempts": 3},
     }
