@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from babelq.bindings._fields import Doc, document, integer, meta_of, put, text, urn
+from babelq.bindings._fields import Doc, attempts, document, integer, meta_of, put, text, urn
 
 APP_ID: Final = "babelqueue"
 CONTENT_TYPE: Final = "application/json"
@@ -41,7 +41,7 @@ def project(doc: Doc) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     put(headers, "x-schema-version", integer(meta, "schema_version"))
     put(headers, "x-source-lang", text(meta, "lang"))
-    put(headers, "x-attempts", integer(body, "attempts"))
+    put(headers, "x-attempts", attempts(body))
     props["headers"] = headers
     priority = integer(meta, "priority")
     if priority is not None:
