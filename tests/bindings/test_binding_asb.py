@@ -26,8 +26,12 @@ def test_projection() -> None:
     }
 
 
-def test_session_id_from_sharding_key() -> None:
-    assert asb.project(make("urn:babel:a:b", {}, sharding_key="k1"))["session_id"] == "k1"
+def test_session_id_is_opt_in() -> None:
+    """Seed 000: "An optional SessionId (FIFO) is opt-in and not a contract field"."""
+    keyed = make("urn:babel:a:b", {}, sharding_key="k1")
+    assert "session_id" not in asb.project(keyed)
+    assert asb.project(keyed, session_by="sharding_key")["session_id"] == "k1"
+    assert "session_id" not in asb.project(make("urn:babel:a:b", {}), session_by="sharding_key")
 
 
 @settings(max_examples=300, deadline=None)

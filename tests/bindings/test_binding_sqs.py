@@ -64,8 +64,13 @@ def test_fifo_detection_and_parameters() -> None:
         "MessageGroupId": "orders.fifo",
         "MessageDeduplicationId": env.id,
     }
-    assert sqs.fifo_parameters("orders.fifo", keyed)["MessageGroupId"] == "customer-7"
+    # seed 000: "MessageGroupId (the configured group, else the queue name)"
+    assert sqs.fifo_parameters("orders.fifo", keyed)["MessageGroupId"] == "orders.fifo"
     assert sqs.fifo_parameters("orders.fifo", keyed, group_id="g1")["MessageGroupId"] == "g1"
+    by_key = sqs.fifo_parameters("orders.fifo", keyed, group_id="g1", group_by="sharding_key")
+    assert by_key["MessageGroupId"] == "customer-7"
+    unkeyed = sqs.fifo_parameters("orders.fifo", env, group_id="g1", group_by="sharding_key")
+    assert unkeyed["MessageGroupId"] == "g1"
     content = sqs.fifo_parameters("orders.fifo", env, content_based_dedup=True)
     assert content == {"MessageGroupId": "orders.fifo"}
 

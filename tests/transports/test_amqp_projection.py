@@ -95,3 +95,34 @@ def test_retry_projects_the_new_body(transport: AMQPTransport, unique_queue: str
     assert decode(body).attempts == 3
     assert props.headers["x-attempts"] == 3
     assert props.message_id == envelope.id
+
+
+def test_content_encoding_is_utf8_as_the_babelqueue_package_publishes_it(
+    transport: AMQPTransport, unique_queue: str
+) -> None:
+    """The body is UTF-8 JSON, and the package (like the Node SDK) says so in the basic
+    properties: both publishes of one envelope, read back raw, carry the same properties."""
+    theirs_module = pytest.importorskip("babelqueue.pika_transport")
+    envelope = make("urn:babel:orders:created", {"order_id": 3, "name": "Zoë"}, queue=unique_queue)
+    transport.publish(unique_queue, envelope.encode(), envelope=envelope)
+    _, ours, _ = _raw_get(unique_queue)
+    theirs = theirs_module.PikaTransport(URL)
+    try:
+        theirs.publish(unique_queue, envelope.encode().decode("utf-8"))
+    finally:
+        theirs.close()
+    _, package, _ = _raw_get(unique_queue)
+
+    assert ours.content_encoding == "utf-8"
+    names = ("content_type", "content_encoding", "delivery_mode", "message_id", "correlation_id", "type")
+    names += ("app_id",)
+    assert {n: getattr(ours, n) for n in names} == {n: getattr(package, n) for n in names}
+    assert ours.headers == package.headers
+
+
+def test_a_body_that_is_no_envelope_claims_no_encoding(transport: AMQPTransport, unique_queue: str) -> None:
+    """A poison record may hold any bytes: the fixed part of the properties does not say UTF-8."""
+    transport.publish(unique_queue, b"\xff not json")
+    _, props, body = _raw_get(unique_queue)
+    assert body == b"\xff not json"
+    assert (props.content_type, props.content_encoding, props.delivery_mode) == ("application/json", None, 2)

@@ -130,6 +130,27 @@ def test_kafka_fake_differential_publish_of_conformance_fixtures(
         assert native(mine) == native(package)
 
 
+_WITHOUT_ATTEMPTS = (
+    b'{"job":"urn:babel:orders:created","trace_id":"t-1","data":{},'
+    b'"meta":{"id":"m-1","schema_version":1,"lang":"php","created_at":1749132727000}'
+)
+
+
+@pytest.mark.parametrize(
+    "body", [_WITHOUT_ATTEMPTS + b"}", _WITHOUT_ATTEMPTS + b',"attempts":null}'], ids=["absent", "null"]
+)
+def test_kafka_fake_differential_a_body_without_a_count_projects_zero_attempts(
+    pair: Callable[..., tuple[Side, Side]], monkeypatch: pytest.MonkeyPatch, body: bytes
+) -> None:
+    """The counter starts at 0 (seed 004): both write ``bq-attempts: 0`` for such a body."""
+    ours, theirs = pair()
+    ours.run(lambda t: t.publish(QUEUE, body), monkeypatch)
+    theirs.run(lambda t: t.publish(QUEUE, body.decode()), monkeypatch)
+    [mine], [package] = ours.cluster.records(QUEUE), theirs.cluster.records(QUEUE)
+    assert native(mine) == native(package)
+    assert dict(mine.headers)["bq-attempts"] == b"0"
+
+
 @pytest.mark.parametrize(
     "envelope",
     [

@@ -119,6 +119,39 @@ def test_pulsar_fake_same_envelope_same_native_message(
     }
 
 
+_WITHOUT_ATTEMPTS = (
+    b'{"job":"urn:babel:orders:created","trace_id":"t-1","data":{},'
+    b'"meta":{"id":"m-1","schema_version":1,"lang":"php","created_at":1749132727000}'
+)
+
+
+@pytest.mark.parametrize(
+    "body", [_WITHOUT_ATTEMPTS + b"}", _WITHOUT_ATTEMPTS + b',"attempts":null}'], ids=["absent", "null"]
+)
+def test_pulsar_fake_a_body_without_a_count_projects_zero_attempts(
+    broker: fake_pulsar.FakeBroker, ours: PulsarTransport, theirs: PackagePulsarTransport, body: bytes
+) -> None:
+    """The counter starts at 0 (seed 004): both write ``bq-attempts: 0`` for such a body."""
+    ours.publish("orders", body)
+    theirs.publish("orders", body.decode("utf-8"))
+    mine, package = broker.sends
+    assert _native(mine) == _native(package)
+    assert mine.properties["bq-attempts"] == "0"
+
+
+@pytest.mark.parametrize("attempts", [b'"abc"', b'"3"', b"2.0", b"true"])
+def test_pulsar_fake_a_count_that_is_no_integer_is_not_projected(
+    broker: fake_pulsar.FakeBroker, ours: PulsarTransport, attempts: bytes
+) -> None:
+    """As on every broker (tests/bindings/test_binding_attempts.py): no ``bq-attempts`` is made
+    up for a body whose ``attempts`` is no integer; the body stays authoritative. (The package
+    coerces digits and a float, and fails to publish the others.)"""
+    ours.publish("orders", _WITHOUT_ATTEMPTS + b',"attempts":' + attempts + b"}")
+    [mine] = broker.sends
+    assert "bq-attempts" not in mine.properties
+    assert mine.properties["bq-message-id"] == "m-1"
+
+
 def test_pulsar_fake_same_envelope_same_settle_calls(
     broker: fake_pulsar.FakeBroker, ours: PulsarTransport, theirs: PackagePulsarTransport
 ) -> None:

@@ -113,18 +113,38 @@ def test_lapsed_reservation_returns_to_the_head(
     assert raw.llen(keys_for(unique_queue).processing) == 0
 
 
-def test_delayed_body_waits_in_the_delayed_set(
-    transport: RedisTransport, unique_queue: str, raw: Any
-) -> None:
+def test_delayed_body_waits_in_the_delayed_set_with_delays_own(url: str, unique_queue: str, raw: Any) -> None:
     keys = keys_for(unique_queue)
-    transport.publish(unique_queue, b"later", delay_ms=300)
-    assert raw.llen(keys.ready) == 0
-    [(member, _)] = raw.zrange(keys.delayed, 0, -1, withscores=True)
-    assert split_member(member)[1] == b"later"
-    [delivery] = transport.reserve(unique_queue, timeout=2)
-    assert delivery.body == b"later"
-    assert raw.zcard(keys.delayed) == 0
-    transport.ack(delivery)
+    with RedisTransport(url, visibility_timeout=1, poll_interval=0.1, delays="own") as transport:
+        transport.publish(unique_queue, b"later", delay_ms=300)
+        assert raw.llen(keys.ready) == 0
+        [(member, _)] = raw.zrange(keys.delayed, 0, -1, withscores=True)
+        assert split_member(member)[1] == b"later"
+        [delivery] = transport.reserve(unique_queue, timeout=2)
+        assert delivery.body == b"later"
+        assert raw.zcard(keys.delayed) == 0
+        transport.ack(delivery)
+
+
+def test_delayed_body_is_parked_as_a_reservation_by_default(url: str, unique_queue: str, raw: Any) -> None:
+    """The default (``delays=lease``): a reservation due at its time, which the babelqueue SDK's
+    sweep also brings back; counted as waiting (``size``), not as in flight (``reserved``)."""
+    keys = keys_for(unique_queue)
+    with RedisTransport(url, visibility_timeout=30, poll_interval=0.1) as transport:
+        assert transport.delays == "lease"
+        transport.publish(unique_queue, b"held")
+        [held] = transport.reserve(unique_queue, timeout=2)  # a real reservation beside the parked body
+        transport.publish(unique_queue, b"later", delay_ms=300)
+        assert raw.llen(keys.ready) == 0 and raw.zcard(keys.delayed) == 0
+        parked = [m for m in raw.zrange(keys.deadlines, 0, -1) if split_member(m)[1] == b"later"]
+        assert len(parked) == 1 and split_member(parked[0])[0].startswith("delayed-")
+        assert raw.lrange(keys.processing, 0, -1).count(b"later") == 1
+        assert (transport.size(unique_queue), transport.reserved(unique_queue)) == (1, 1)
+        [delivery] = transport.reserve(unique_queue, timeout=3)
+        assert delivery.body == b"later"
+        transport.ack(delivery)
+        transport.ack(held)
+        assert (transport.size(unique_queue), transport.reserved(unique_queue)) == (0, 0)
 
 
 def test_acking_twice_in_one_batch_removes_one_copy(
@@ -211,13 +231,13 @@ def test_pickled_transport_reconnects(transport: RedisTransport, unique_queue: s
 def test_a_pickled_copy_keeps_every_option(url: str) -> None:
     """The shared options and the default layout's own (``delays``) all survive the trip."""
     t = RedisTransport(
-        url, prefix="bqtest:", visibility_timeout=7, poll_interval=0.2, sweep_limit=50, delays="lease"
+        url, prefix="bqtest:", visibility_timeout=7, poll_interval=0.2, sweep_limit=50, delays="own"
     )
     copy = pickle.loads(pickle.dumps(t))
     try:
         assert type(copy) is RedisTransport
         assert (copy.url, copy.prefix, copy.visibility_timeout) == (url, "bqtest:", 7.0)
-        assert (copy.poll_interval, copy.sweep_limit, copy.delays) == (0.2, 50, "lease")
+        assert (copy.poll_interval, copy.sweep_limit, copy.delays) == (0.2, 50, "own")
     finally:
         t.close()
         copy.close()
@@ -430,3 +450,31 @@ def test_settling_thousands_of_tagged_reservations_out_of_claim_order_stays_fast
     finally:
         other.close()
         long_lease.close()
+
+
+def test_a_waiting_scan_reads_parked_delayed_bodies_and_never_reservations(
+    url: str, unique_queue: str, raw: Any
+) -> None:
+    """Parked bodies share the deadline set with reservations: a scan reports only the parked
+    ones, across pages, and a waiting move takes the body out of the processing list too."""
+    keys = keys_for(unique_queue)
+    with RedisTransport(url, visibility_timeout=30) as transport:
+        transport.publish_many(unique_queue, [Outgoing(b"held %d" % i) for i in range(3)])
+        held = transport.reserve(unique_queue, max_messages=3)
+        assert len(held) == 3
+        transport.publish_many(unique_queue, [Outgoing(b"parked %d" % i, delay_ms=60_000) for i in range(3)])
+        seen: list[Delivery] = []
+        cursor: Any = None
+        while True:
+            page, cursor = transport.scan_waiting(unique_queue, after=cursor, limit=2)
+            seen += page
+            if cursor is None:
+                break
+        assert sorted(d.body for d in seen) == [b"parked 0", b"parked 1", b"parked 2"]
+        [first] = [d for d in seen if d.body == b"parked 1"]
+        assert transport.dead_letter_waiting([(first, b"record")], dlq=f"{unique_queue}.dlq") == 1
+        assert b"parked 1" not in raw.lrange(keys.processing, 0, -1)
+        assert raw.lrange(f"{unique_queue}.dlq", 0, -1) == [b"record"]
+        assert transport.size(unique_queue) == 2 and transport.reserved(unique_queue) == 3
+        transport.ack_many(held)
+        transport.purge(f"{unique_queue}.dlq")

@@ -13,14 +13,17 @@ from transports.contract import MakeTransport, TransportContract
 pytestmark = pytest.mark.live
 
 
-@pytest.fixture
-def make_transport() -> Iterator[MakeTransport]:
+# lease: the default; own: the delayed set, where a queue written with delays=own keeps its bodies
+@pytest.fixture(params=["lease", "own"])
+def make_transport(request: pytest.FixtureRequest) -> Iterator[MakeTransport]:
     host, port = require_service("redis")
     made: list[RedisTransport] = []
 
     def make(*, visibility_timeout: float | None = None) -> RedisTransport:
         lease = TestRedisContract.visibility_timeout if visibility_timeout is None else visibility_timeout
-        t = RedisTransport(f"redis://{host}:{port}/0", visibility_timeout=lease, poll_interval=0.1)
+        t = RedisTransport(
+            f"redis://{host}:{port}/0", visibility_timeout=lease, poll_interval=0.1, delays=request.param
+        )
         made.append(t)
         return t
 

@@ -7,10 +7,11 @@ message must be handled successfully exactly once, by either side, delays must b
 and at the end nothing may be left in any key of the queue: a message stranded in a set the
 other SDK never reads would stay there and fail the test.
 
-Default layout: babelq runs with ``delays=lease`` (the interop option: a delayed body waits as
-a reservation due at its time, which the babelqueue SDK's sweep also brings back); the tests at
-the bottom show what ``delays=own`` (the default) and ``delays=ready`` do with a fleet of
-babelqueue consumers only. Laravel layout (``?laravel=1``): both SDKs share ``:delayed``.
+Both layouts run with babelq's default settings. Default layout: ``delays=lease`` (a delayed body
+waits as a reservation due at its time, which the babelqueue SDK's sweep also brings back); the
+tests below also show what ``delays=own`` and ``delays=ready`` do with a fleet of babelqueue
+consumers only, and that bodies ``delays=own`` left behind are drained after an upgrade.
+Laravel layout (``?laravel=1``): both SDKs share ``:delayed``.
 
 Header frames both ways: each SDK's frame is read by the other (envelope handled, headers
 exposed), babelq writes the same bytes as the babelqueue SDK, and a retry keeps the headers.
@@ -208,7 +209,7 @@ def assert_empty(raw: Any, keys: list[str]) -> None:
 
 def test_mixed_fleet_default_layout(url: str, unique_queue: str, raw: Any) -> None:
     queue = unique_queue
-    babelq_url = f"{url}?delays=lease&visibility_timeout=30"
+    babelq_url = url  # babelq's default settings: the fleet must work as shipped
     producer = open_transport(babelq_url)
     assert isinstance(producer, RedisTransport) and producer.delays == "lease"
     their_producer = TheirRedis(url)
@@ -252,14 +253,16 @@ def test_mixed_fleet_default_layout(url: str, unique_queue: str, raw: Any) -> No
         producer.close()
 
 
-def test_babelqueue_only_fleet_gets_babelq_delays_and_retries_with_delays_lease(
-    url: str, unique_queue: str, raw: Any
+@pytest.mark.parametrize("layout", ["default", "laravel"])
+def test_babelqueue_only_fleet_gets_babelq_delays_and_retries_with_default_settings(
+    url: str, unique_queue: str, raw: Any, layout: str
 ) -> None:
-    """The case of the issue: babelq publishes a delayed message and retries one with its default
-    backoff, then only babelqueue workers are left. With ``delays=lease`` they get both, the
-    delayed one not before its time."""
+    """babelq publishes a delayed message and retries one with its default backoff, then only
+    babelqueue workers are left. With babelq's default settings they get both, the delayed one
+    not before its time, in either layout: nothing waits where the package never looks."""
     queue = unique_queue
-    babelq_url = f"{url}?delays=lease"
+    laravel = layout == "laravel"
+    babelq_url = f"{url}?laravel=1" if laravel else url
     ledger = Ledger()
     app = babelq_worker(babelq_url, queue, ledger, Backoff(base_ms=800, cap_ms=800))
     try:
@@ -267,28 +270,57 @@ def test_babelqueue_only_fleet_gets_babelq_delays_and_retries_with_delays_lease(
         assert app.drain(max_messages=1, timeout=5) == 1  # fails once: the retry is in backoff
         published = time.time()
         app.publish(URN, {"k": "delayed", "fail": 0}, delay_ms=1200)
-        assert raw.exists(f"{queue}:delayed") == 0  # nothing in a set babelqueue never reads
+        if not laravel:
+            assert raw.exists(f"{queue}:delayed") == 0  # nothing in a set babelqueue never reads
     finally:
         app.close()
-    bq = babelqueue_worker(TheirRedis(url), queue, ledger, backoff=0)
+    bq = babelqueue_worker(TheirRedis(url, laravel_compat=laravel), queue, ledger, backoff=0)
     end = time.monotonic() + 10
     while len(ledger.done) < 2 and time.monotonic() < end:
         bq.consume(max_messages=1, timeout=0.2, handle_signals=False)
     assert ledger.runs == {"retried": ["babelq", "babelqueue"], "delayed": ["babelqueue"]}
+    # the package writes whole-second scores in the Laravel layout and may round a due time up
     assert ledger.done["delayed"][0][1] >= published + 1.2
+    if laravel:
+        base = f"queues:{queue}"
+        assert_empty(raw, [base, f"{base}:reserved", f"{base}:delayed", f"{base}:notify"])
+    else:
+        assert_empty(raw, [queue, f"{queue}:processing", f"{queue}:processing:deadlines", f"{queue}:delayed"])
+
+
+def test_delays_left_in_the_delayed_set_by_delays_own_are_drained_by_a_default_worker(
+    url: str, unique_queue: str, raw: Any
+) -> None:
+    """Bodies that ``delays=own`` left in ``<queue>:delayed`` are promoted and handled by a babelq
+    worker on the default settings: a change of mode strands nothing."""
+    queue = unique_queue
+    with open_transport(f"{url}?delays=own") as old:
+        for k in ("due", "later"):
+            env = make(URN, {"k": k, "fail": 0}, queue=queue)
+            old.publish(queue, env.encode(), delay_ms=1 if k == "due" else 700)
+    assert raw.zcard(f"{queue}:delayed") == 2
+    ledger = Ledger()
+    app = babelq_worker(url, queue, ledger)
+    try:
+        assert isinstance(app.transport, RedisTransport) and app.transport.delays == "lease"
+        assert app.transport.size(queue) == 2  # still counted as waiting
+        assert app.drain(timeout=10, wait_delayed=True) == 2
+    finally:
+        app.close()
+    assert set(ledger.done) == {"due", "later"}
     assert_empty(raw, [queue, f"{queue}:processing", f"{queue}:processing:deadlines", f"{queue}:delayed"])
 
 
 def test_delays_own_waits_for_a_babelq_consumer_and_delays_ready_does_not_wait(
     url: str, unique_queue: str, raw: Any
 ) -> None:
-    """The default (``delays=own``) keeps a delayed body in babelq's own ``:delayed`` set, which
+    """``delays=own`` keeps a delayed body in babelq's own ``:delayed`` set, which
     the babelqueue SDK's default layout never reads: a fleet of babelqueue workers only does not
     see it (it is not lost: the first babelq consumer promotes it). ``delays=ready`` puts it
     straight on the list instead (delay not honoured)."""
     queue = unique_queue
     theirs = TheirRedis(url)
-    with open_transport(url) as own:
+    with open_transport(f"{url}?delays=own") as own:
         assert isinstance(own, RedisTransport) and own.delays == "own"
         env = make(URN, {"k": "own", "fail": 0}, queue=queue)
         own.publish(queue, env.encode(), delay_ms=200)
@@ -305,6 +337,38 @@ def test_delays_own_waits_for_a_babelq_consumer_and_delays_ready_does_not_wait(
         assert got is not None and got.body == env.encode().decode()
         theirs.ack(got)
     assert_empty(raw, [queue, f"{queue}:processing", f"{queue}:processing:deadlines", f"{queue}:delayed"])
+
+
+@pytest.mark.parametrize("mode", ["lease", "own", "ready"])
+def test_a_consumer_that_only_moves_from_the_list_gets_delays_only_through_a_sweep(
+    url: str, unique_queue: str, raw: Any, mode: str
+) -> None:
+    """The standard's bare reserve (an atomic move from ``<queue>`` into ``<queue>:processing``,
+    no sweep, no delayed set), which is all the Node, Go, Java and .NET Redis consumers do: a
+    delayed body reaches it at once with ``ready``, and with ``lease``/``own`` only after another
+    worker's sweep has moved it to the list (here a babelqueue sweep, or a babelq reserve)."""
+    queue = unique_queue
+    processing = f"{queue}:processing"
+    with open_transport(f"{url}?delays={mode}") as ours:
+        env = make(URN, {"k": mode, "fail": 0}, queue=queue)
+        ours.publish(queue, env.encode(), delay_ms=1 if mode != "ready" else 60_000)
+        stored = env.encode()
+        moved = raw.lmove(queue, processing, "LEFT", "RIGHT")
+        if mode == "ready":
+            assert moved == stored
+        else:
+            assert moved is None  # not on the list: whether due or not, nobody has swept yet
+            end = time.monotonic() + 10
+            while moved is None and time.monotonic() < end:
+                if mode == "lease":
+                    TheirRedis(url)._sweep(queue)  # what every babelqueue reserve runs first
+                else:
+                    for taken in ours.reserve(queue, timeout=0.5):  # only babelq promotes :delayed
+                        ours.release(taken)
+                moved = raw.lmove(queue, processing, "LEFT", "RIGHT")
+            assert moved == stored
+        assert raw.lrem(processing, 1, stored) == 1  # the bare consumer's ack
+    assert_empty(raw, [queue, processing, f"{queue}:processing:deadlines", f"{queue}:delayed"])
 
 
 def test_delays_option_is_checked(url: str) -> None:
@@ -385,7 +449,7 @@ def test_a_frame_around_poison_is_dead_lettered_with_its_headers(
 
 def test_mixed_fleet_laravel_layout(url: str, unique_queue: str, raw: Any) -> None:
     queue = unique_queue
-    babelq_url = f"{url}?laravel=1&visibility_timeout=30"
+    babelq_url = f"{url}?laravel=1"  # the layout, and otherwise babelq's default settings
     producer = open_transport(babelq_url)
     assert isinstance(producer, RedisLaravelTransport)
     their_producer = TheirRedis(url, laravel_compat=True)

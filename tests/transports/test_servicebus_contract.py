@@ -172,12 +172,27 @@ def test_servicebus_fake_a_bare_epoch_ms_property_cannot_be_sent(namespace: Name
         client.get_queue_sender("raw").send_messages(message)
 
 
-def test_servicebus_fake_sharding_key_becomes_the_session_id(
-    sb: ServiceBusTransport, namespace: Namespace
-) -> None:
+def test_servicebus_fake_a_session_is_opt_in(sb: ServiceBusTransport, namespace: Namespace) -> None:
+    """Seed 000: "An optional SessionId (FIFO) is opt-in and not a contract field": by default no
+    SessionId, whatever ``meta.sharding_key`` says; ``session_by=sharding_key`` sets it from the
+    key (a message without one gets none)."""
     env = make("urn:babel:orders:created", {"n": 1}, queue="orders", sharding_key="customer-42")
     sb.publish("orders", env.encode())
-    assert _sent(namespace, "orders")["session_id"] == "customer-42"
+    assert _sent(namespace, "orders")["session_id"] is None
+    assert sb.session_by == "none"
+    keyed = _open(session_by="sharding_key")
+    try:
+        keyed.publish("orders", env.encode(), envelope=env)
+        assert _sent(namespace, "orders")["session_id"] == "customer-42"
+        keyed.publish("orders", make("urn:babel:orders:created", {"n": 2}, queue="orders").encode())
+        assert _sent(namespace, "orders")["session_id"] is None
+    finally:
+        keyed.close()
+
+
+def test_servicebus_fake_session_by_is_checked(namespace: Namespace) -> None:
+    with pytest.raises(ConfigurationError, match="session_by"):
+        _open(session_by="customer")
 
 
 def test_servicebus_fake_bodies_that_are_not_envelopes_get_no_invented_fields(

@@ -121,17 +121,27 @@ def test_servicebus_fake_same_envelope_same_native_message(
     assert _ops(namespace, "q-ours") == _ops(namespace, "q-theirs") == ["send_messages"]
 
 
-def test_servicebus_fake_sharding_key_is_a_deliberate_difference(
+def test_servicebus_fake_sharding_key_sets_no_session_unless_asked(
     ours: ServiceBusTransport, theirs: AsbTransport, namespace: fake.Namespace
 ) -> None:
+    """By default babelq sends what the package sends (no SessionId: seed 000 makes it opt-in);
+    ``session_by=sharding_key`` is babelq's explicit, documented difference."""
     _queues("q-ours", "q-theirs")
     body = make("urn:babel:orders:created", {"n": 1}, sharding_key="customer-7").encode()
     ours.publish("q-ours", body)
     theirs.publish("q-theirs", body.decode())
     mine, other = _last(namespace, "q-ours"), _last(namespace, "q-theirs")
-    assert (mine["session_id"], other["session_id"]) == ("customer-7", None)
+    assert (mine["session_id"], other["session_id"]) == (None, None)
     for key in ("body", "subject", "correlation_id", "message_id", "application_properties"):
         assert mine[key] == other[key]
+    keyed = ServiceBusTransport.from_url(
+        f"sb://{fake.HOST}", connection_string=fake.connection_string(), session_by="sharding_key"
+    )
+    try:
+        keyed.publish("q-ours", body)
+    finally:
+        keyed.close()
+    assert _last(namespace, "q-ours")["session_id"] == "customer-7"
 
 
 def test_servicebus_fake_each_consumes_what_the_other_published(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from babelq.envelope import decode
+from babelq.envelope import decode, make
 from babelq.transports.sqs import SQSTransport
 from conftest import CONFORMANCE_DIR, SQS_REGION
 
@@ -88,3 +88,52 @@ def test_fifo_group_and_dedup_ids(
     assert message["Attributes"]["MessageGroupId"] == queue
     assert message["Attributes"]["MessageDeduplicationId"] == decode(body).id
     assert message["MessageAttributes"]["bq-job"]["StringValue"] == "urn:babel:orders:created"
+
+
+def _group_of(client: Any, url: str) -> str:
+    message = _receive_raw(client, url, MessageSystemAttributeNames=["MessageGroupId"])
+    client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    group: str = message["Attributes"]["MessageGroupId"]
+    return group
+
+
+def test_fifo_group_is_the_configured_group_else_the_queue_as_the_package_sends_it(
+    sqs_url: str, transport: SQSTransport, raw_client: Any, unique_queue: str
+) -> None:
+    """Seed 000: "FIFO queues (.fifo) set MessageGroupId (the configured group, else the queue
+    name)". ``meta.sharding_key`` does not pick the group unless asked (next test); the
+    babelqueue package, whose transport agrees with the seed, sends the same groups."""
+    from babelqueue.sqs_transport import SqsTransport as PackageSqsTransport
+
+    queue = f"{unique_queue}.fifo"
+    url = transport.queue_url(queue)  # creates the queue
+
+    def keyed() -> bytes:  # a new meta.id each time: FIFO deduplicates by it
+        return make("urn:babel:orders:created", {"n": 1}, queue=queue, sharding_key="customer-7").encode()
+
+    transport.publish(queue, keyed())
+    PackageSqsTransport(client=raw_client, fifo=True).publish(queue, keyed().decode())
+    assert [_group_of(raw_client, url), _group_of(raw_client, url)] == [queue, queue]
+
+    grouped = SQSTransport.from_url(f"{sqs_url}&group_id=g1")
+    try:
+        grouped.publish(queue, keyed())
+    finally:
+        grouped.close()
+    PackageSqsTransport(client=raw_client, fifo=True, message_group_id="g1").publish(queue, keyed().decode())
+    assert [_group_of(raw_client, url), _group_of(raw_client, url)] == ["g1", "g1"]
+
+
+def test_fifo_group_by_the_sharding_key_is_an_explicit_option(
+    sqs_url: str, transport: SQSTransport, raw_client: Any, unique_queue: str
+) -> None:
+    queue = f"{unique_queue}.fifo"
+    url = transport.queue_url(queue)
+    keyed = SQSTransport.from_url(f"{sqs_url}&group_by=sharding_key&group_id=g1")
+    try:
+        assert keyed.group_by == "sharding_key"
+        keyed.publish(queue, make("urn:babel:a:b", {}, queue=queue, sharding_key="customer-7").encode())
+        keyed.publish(queue, make("urn:babel:a:b", {}, queue=queue).encode())  # no key: the configured group
+    finally:
+        keyed.close()
+    assert [_group_of(raw_client, url), _group_of(raw_client, url)] == ["customer-7", "g1"]

@@ -37,6 +37,17 @@ def integer(mapping: Mapping[str, Any], key: str) -> int | None:
     return value if type(value) is int else None
 
 
+def attempts(body: Mapping[str, Any]) -> int | None:
+    """The attempts every binding projects (``bq-attempts``, ``bq_attempts``, ``x-attempts``): the
+    body's integer ``attempts``, 0 when it is absent or null (the counter starts at 0, and the
+    babelqueue package projects 0 then on every broker), ``None`` (left out: the body stays
+    authoritative) for anything else, which is no count: a string, a float, a bool."""
+    value = body.get("attempts")
+    if value is None:
+        return 0
+    return value if type(value) is int else None
+
+
 def urn(body: Mapping[str, Any]) -> str | None:
     return urn_of(body) or None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from babelq.bindings._fields import Doc, document, integer, meta_of, non_negative, put, text, urn
+from babelq.bindings._fields import Doc, attempts, document, integer, meta_of, non_negative, put, text, urn
 
 JMS_TYPE_ANNOTATION: Final = "x-opt-jms-type"
 APP_ID: Final = "babelqueue"
@@ -37,7 +37,7 @@ def project(doc: Doc) -> dict[str, Any]:
     for name, value in (
         ("bq_schema_version", integer(meta, "schema_version")),
         ("bq_source_lang", text(meta, "lang")),
-        ("bq_attempts", integer(body, "attempts")),
+        ("bq_attempts", attempts(body)),
     ):
         if value is not None:
             props[name] = str(value)

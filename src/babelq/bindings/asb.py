@@ -3,23 +3,27 @@
 Produce: Service Bus has native slots for the URN (Subject), trace (CorrelationId) and
 message id (MessageId, which also enables its duplicate detection); three ``bq-*``
 ApplicationProperties carry the rest as native AMQP-typed values (numbers stay numbers).
-``meta.sharding_key`` becomes the SessionId. Consume: DeliveryCount is 1-based, so
+A SessionId is opt-in (``session_by="sharding_key"``: ``meta.sharding_key``), as the standard
+makes it: no contract field, and no other SDK sets one. Consume: DeliveryCount is 1-based, so
 attempts = max(body, DeliveryCount - 1), never lowered.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from babelq.bindings._fields import Doc, document, integer, meta_of, non_negative, put, text, urn
 
 CONTENT_TYPE: Final = "application/json"
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: where a message's SessionId comes from: nowhere (the standard's default) or its sharding key
+SessionBy = Literal["none", "sharding_key"]
 
 
-def project(doc: Doc) -> dict[str, Any]:
-    """Message fields for sending ``doc`` (snake_case, as ``ServiceBusMessage`` keywords)."""
+def project(doc: Doc, *, session_by: SessionBy = "none") -> dict[str, Any]:
+    """Message fields for sending ``doc`` (snake_case, as ``ServiceBusMessage`` keywords); with
+    ``session_by="sharding_key"``, ``session_id`` is ``meta.sharding_key`` when the body has one."""
     body = document(doc)
     meta = meta_of(body)
     message: dict[str, Any] = {}
@@ -32,7 +36,8 @@ def project(doc: Doc) -> dict[str, Any]:
     put(props, "bq-source-lang", text(meta, "lang"))
     put(props, "bq-created-at", integer(meta, "created_at"))
     message["application_properties"] = props
-    put(message, "session_id", text(meta, "sharding_key"))
+    if session_by == "sharding_key":
+        put(message, "session_id", text(meta, "sharding_key"))
     return message
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from babelq.bindings._fields import Doc, document, integer, meta_of, non_negative, text, urn
+from babelq.bindings._fields import Doc, attempts, document, integer, meta_of, non_negative, text, urn
 from babelq.envelope import now_ms
 
 ATTEMPTS_HEADER = "bq-attempts"
@@ -28,7 +28,7 @@ def headers(doc: Doc) -> list[tuple[str, bytes]]:
         ("bq-message-id", text(meta, "id")),
         ("bq-schema-version", integer(meta, "schema_version")),
         ("bq-source-lang", text(meta, "lang")),
-        (ATTEMPTS_HEADER, integer(body, "attempts")),
+        (ATTEMPTS_HEADER, attempts(body)),
     ):
         if value is not None:
             out.append((name, str(value).encode("utf-8")))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from babelq.bindings._fields import Doc, document, integer, meta_of, non_negative, text, urn
+from babelq.bindings._fields import Doc, attempts, document, integer, meta_of, non_negative, text, urn
 
 SUBSCRIPTION: Final = "babelqueue"
 TOPIC_PREFIX: Final = "persistent://public/default/"
@@ -32,7 +32,7 @@ def project(doc: Doc) -> dict[str, str]:
         ("bq-message-id", text(meta, "id")),
         ("bq-schema-version", integer(meta, "schema_version")),
         ("bq-source-lang", text(meta, "lang")),
-        ("bq-attempts", integer(body, "attempts")),
+        ("bq-attempts", attempts(body)),
     ):
         if value is not None:
             props[name] = str(value)

@@ -1,10 +1,11 @@
 """RabbitMQ (AMQP 0-9-1) binding.
 
 Produce: the URN, trace and message ids ride AMQP basic properties so a consumer can route
-and trace without parsing the body; schema version, language and attempts ride headers as
-native AMQP integers/strings (never stringified numbers). Consume: the body's attempts is
-authoritative; the ``x-attempts`` header only mirrors it (a worker that retries writes a
-new body with attempts+1, and the header is projected again from that body).
+and trace without parsing the body, beside the body's content type and encoding; schema
+version, language and attempts ride headers as native AMQP integers/strings (never
+stringified numbers). Consume: the body's attempts is authoritative; the ``x-attempts``
+header only mirrors it (a worker that retries writes a new body with attempts+1, and the
+header is projected again from that body).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from babelq.bindings._fields import Doc, document, integer, meta_of, put, text, urn
+from babelq.bindings._fields import Doc, attempts, document, integer, meta_of, put, text, urn
 
 APP_ID: Final = "babelqueue"
 CONTENT_TYPE: Final = "application/json"
+#: the envelope is UTF-8 JSON; the babelqueue package and the Node SDK say so too
+CONTENT_ENCODING: Final = "utf-8"
 #: AMQP delivery_mode 2 = persistent.
 PERSISTENT: Final = 2
 
@@ -33,11 +36,12 @@ def project(doc: Doc) -> dict[str, Any]:
     put(props, "message_id", text(meta, "id"))
     props["app_id"] = APP_ID
     props["content_type"] = CONTENT_TYPE
+    props["content_encoding"] = CONTENT_ENCODING
     props["delivery_mode"] = PERSISTENT
     headers: dict[str, Any] = {}
     put(headers, "x-schema-version", integer(meta, "schema_version"))
     put(headers, "x-source-lang", text(meta, "lang"))
-    put(headers, "x-attempts", integer(body, "attempts"))
+    put(headers, "x-attempts", attempts(body))
     props["headers"] = headers
     priority = integer(meta, "priority")
     if priority is not None:

@@ -53,6 +53,10 @@ from babelq.errors import ConfigurationError
 
 #: length of a reservation/delay token (lowercase hex)
 TOKEN_LENGTH: Final = 32
+#: starts the token of a delayed body parked as a reservation (``delays=lease``): never the
+#: start of a reservation's hex token, so a count can tell what waits from what is in flight;
+#: the babelqueue SDK's sweep reads any 32-byte token
+PARKED_TOKEN_PREFIX: Final = "delayed-"
 PROCESSING_SUFFIX: Final = ":processing"
 DEADLINES_SUFFIX: Final = ":processing:deadlines"
 DELAYED_SUFFIX: Final = ":delayed"

@@ -1,7 +1,8 @@
 """Amazon SQS binding.
 
 Produce: six ``bq-*`` MessageAttributes (ids and strings as DataType ``String``, counters
-as ``Number``), FIFO group/deduplication ids, and ``DelaySeconds`` capped at SQS's 900 s.
+as ``Number``), FIFO group/deduplication ids (the group: the configured one, else the queue
+name), and ``DelaySeconds`` capped at SQS's 900 s.
 Consume: SQS counts receives itself (``ApproximateReceiveCount``, 1-based), but a runtime
 that retries by re-publishing resets it, so attempts = max(body, count - 1) and is never
 lowered; an absent or garbage count is ignored.
@@ -9,13 +10,16 @@ lowered; an absent or garbage count is ignored.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from babelq.bindings._fields import Doc, document, integer, meta_of, non_negative, text, urn
 
 #: SQS's maximum DelaySeconds.
 MAX_DELAY_SECONDS: Final = 900
 FIFO_SUFFIX: Final = ".fifo"
+#: what names a FIFO message's group: the configured group (else the queue name), or first
+#: ``meta.sharding_key``
+GroupBy = Literal["group_id", "sharding_key"]
 
 
 def _string(value: str) -> dict[str, str]:
@@ -68,17 +72,20 @@ def fifo_parameters(
     doc: Doc,
     *,
     group_id: str | None = None,
+    group_by: GroupBy = "group_id",
     content_based_dedup: bool = False,
 ) -> dict[str, str]:
     """``MessageGroupId`` / ``MessageDeduplicationId`` for a FIFO queue; ``{}`` for a standard one.
 
-    The group is ``group_id``, else ``meta.sharding_key``, else the queue name. The
-    deduplication id is ``meta.id`` unless the queue deduplicates by content.
+    The group is ``group_id``, else the queue name, as the standard says; ``group_by=
+    "sharding_key"`` (an opt-in beyond it) puts ``meta.sharding_key`` first. The deduplication
+    id is ``meta.id`` unless the queue deduplicates by content.
     """
     if not is_fifo(queue_name):
         return {}
     meta = meta_of(document(doc))
-    params = {"MessageGroupId": group_id or text(meta, "sharding_key") or queue_name}
+    keyed = text(meta, "sharding_key") if group_by == "sharding_key" else None
+    params = {"MessageGroupId": keyed or group_id or queue_name}
     message_id = text(meta, "id")
     if not content_based_dedup and message_id is not None:
         params["MessageDeduplicationId"] = message_id

@@ -3,8 +3,9 @@
 Why it looks the way it does:
 
 * **Contract.** Every publish carries the docs/standard.md §4 projection of the body (``type``,
-  ``correlation_id``, ``message_id``, ``app_id``, ``content_type``, persistent delivery and the
-  native-typed ``x-*`` headers) computed by :mod:`babelq.bindings.rabbitmq`. The body is never
+  ``correlation_id``, ``message_id``, ``app_id``, ``content_type``, ``content_encoding``,
+  persistent delivery and the native-typed ``x-*`` headers) computed by
+  :mod:`babelq.bindings.rabbitmq`. The body is never
   touched. Queues are durable and named after the logical queue, so any SDK of the standard that
   publishes to ``orders`` meets us there.
 * **Durability.** Publishes use publisher confirms: a call returns only after the broker took
@@ -543,7 +544,8 @@ class AMQPTransport(BaseTransport):
         """The AMQP basic properties for ``body``: the binding's projection (docs/standard.md §4).
 
         A body that is not an envelope (a poison record on a DLQ) still gets the fixed part
-        (content type, persistence, app id) so it is stored durably.
+        (content type, persistence, app id) so it is stored durably, but no content encoding: it
+        may hold any bytes.
         """
         doc: Envelope | None = envelope
         if doc is None:

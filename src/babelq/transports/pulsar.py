@@ -436,9 +436,6 @@ class PulsarTransport(BaseTransport):
         properties: dict[str, str] = {}
         if doc is not None:
             properties = binding.project(doc)
-            # A JSON object without an integer ``attempts`` (a dead-letter record, a foreign
-            # body) still says 0, as the babelqueue package writes it: attempts start at 0.
-            properties.setdefault("bq-attempts", "0")
         for name, value in (carried or {}).items():
             if name and value:
                 properties.setdefault(str(name), str(value))

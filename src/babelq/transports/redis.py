@@ -5,8 +5,9 @@ for byte, RPUSH to produce, consume from the head) and asks that a killed worker
 come back. Every state change is one Lua script, so it is atomic and costs one round trip
 whatever the batch size: that is what makes batch reserve/ack fast.
 
-* publish: ``RPUSH`` (a batch is one ``RPUSH`` of many values); a delayed body goes to the
-  ``:delayed`` sorted set instead and is promoted to the tail of the list when due.
+* publish: ``RPUSH`` (a batch is one ``RPUSH`` of many values); a delayed body is parked as a
+  reservation due at its time (``delays=lease``, the default) or goes to the ``:delayed``
+  sorted set (``delays=own``), promoted to the tail of the list when due.
 * reserve: one script promotes due delayed bodies, sweeps lapsed reservations back to the
   head of the list, then pops up to N bodies into ``:processing`` and writes one deadline
   member ``<token>:<body>`` per reservation into ``:processing:deadlines``.
@@ -37,10 +38,11 @@ Options (keyword arguments, or the URL query: ``redis://h/0?prefix=app:&visibili
 ``prefix`` (key prefix, default none), ``visibility_timeout`` (seconds, default 30),
 ``poll_interval`` (longest single block while waiting, default 0.5 s: bounds how late a
 delayed body published by someone else is noticed), ``sweep_limit`` (most delayed/lapsed
-members moved per reserve, default 1000), ``delays`` (where a delayed body waits: ``own``, the
-default, is the ``:delayed`` set above, which the babelqueue SDK's default layout never reads;
-``lease`` parks it as a reservation due at its time, which either SDK's sweep brings back;
-``ready`` ignores the delay; see docs/transports-redis.md). ``laravel=1`` (or
+members moved per reserve, default 1000), ``delays`` (where a delayed body waits: ``lease``,
+the default, parks it as a reservation due at its time, which either SDK's sweep brings back;
+``own`` is the ``:delayed`` set above, which the babelqueue SDK's default layout never reads;
+``ready`` ignores the delay; see docs/transports-redis.md). Whatever the mode, a reserve still
+promotes what waits in ``:delayed``, so bodies left there by ``own`` are never stranded. ``laravel=1`` (or
 ``laravel_compat=1``) opens the Laravel-compatible layout instead
 (:mod:`babelq.transports.redis_laravel`). redis-py's connection options
 (:data:`~babelq.transports.redis_options.CLIENT_OPTIONS`: ``socket_timeout``, ``ssl_cert_reqs``...)
@@ -73,7 +75,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
-from babelq.bindings.redis import TOKEN_LENGTH, QueueKeys, frame, keys_for, member, reads_key, unframe
+from babelq.bindings.redis import (
+    PARKED_TOKEN_PREFIX,
+    TOKEN_LENGTH,
+    QueueKeys,
+    frame,
+    keys_for,
+    member,
+    reads_key,
+    unframe,
+)
 from babelq.envelope import Envelope
 from babelq.errors import ConfigurationError
 from babelq.transports.base import Delivery, check_tag
@@ -464,7 +475,10 @@ return total
 # A waiting move (babelq expire): remove the exact element a scan read, from the ready list or
 # the delayed set, and push its dead letter to the DLQ's ready list, only when the removal
 # happened (a worker that reserved it meanwhile keeps it); its delivery count goes with it.
-# KEYS: ready, delayed, deliveries, DLQ ready   ARGV: where, element, record, ... -> flags
+# A parked delayed body (delays=lease) goes only while its member is still in the deadline set,
+# and takes its copy in the processing list with it.
+# KEYS: ready, delayed, deliveries, DLQ ready, processing, deadlines
+# ARGV: where (ready|delayed|parked), element, record, ... -> flags
 _MOVE_WAITING = f"""
 local flags = {{}}
 local dropped = {{}}
@@ -473,6 +487,10 @@ for i = 1, #ARGV, 3 do
   local stored = ARGV[i + 1]
   if ARGV[i] == 'ready' then
     gone = redis.call('LREM', KEYS[1], 1, stored)
+  elseif ARGV[i] == 'parked' then
+    gone = redis.call('ZREM', KEYS[6], stored)
+    stored = string.sub(stored, {_BODY_AT})
+    if gone == 1 then redis.call('LREM', KEYS[5], 1, stored) end
   else
     gone = redis.call('ZREM', KEYS[2], stored)
     stored = string.sub(stored, {_BODY_AT})
@@ -495,6 +513,11 @@ DELAY_MODES: tuple[str, ...] = get_args(DelayMode)
 
 def _token() -> str:
     return secrets.token_hex(TOKEN_LENGTH // 2)
+
+
+def _parked_token() -> str:
+    """The token of a delayed body parked as a reservation (``delays=lease``)."""
+    return PARKED_TOKEN_PREFIX + secrets.token_hex((TOKEN_LENGTH - len(PARKED_TOKEN_PREFIX)) // 2)
 
 
 def _seconds(delay_ms: int) -> str:
@@ -577,7 +600,7 @@ class RedisTransport(RedisConnection):
         visibility_timeout: float = 30.0,
         poll_interval: float = 0.5,
         sweep_limit: int = 1000,
-        delays: str = "own",
+        delays: str = "lease",
     ) -> None:
         if delays not in DELAY_MODES:
             raise ConfigurationError(f"delays: must be one of {', '.join(DELAY_MODES)}, got {delays!r}")
@@ -650,6 +673,10 @@ class RedisTransport(RedisConnection):
 
     # -- publish -------------------------------------------------------------------------
 
+    def _settle_token(self) -> str:
+        """The token of the member a settle may write: parked ones are told apart (``lease``)."""
+        return _parked_token() if self.delays == "lease" else _token()
+
     def _delay_ms(self, delay_ms: int) -> int:
         """The delay actually applied: none with ``delays=ready`` (see the module docstring)."""
         return 0 if self.delays == "ready" else delay_ms
@@ -673,9 +700,8 @@ class RedisTransport(RedisConnection):
         if delay_ms <= 0:
             self._redis.rpush(keys.ready, value)
         elif self.delays == "lease":
-            self._park_script(
-                keys=[keys.processing, keys.deadlines], args=[_seconds(delay_ms), member(_token(), value)]
-            )
+            parked = member(_parked_token(), value)
+            self._park_script(keys=[keys.processing, keys.deadlines], args=[_seconds(delay_ms), parked])
         else:
             self._delayed_script(keys=[keys.delayed], args=[_seconds(delay_ms), member(_token(), value)])
 
@@ -683,9 +709,10 @@ class RedisTransport(RedisConnection):
         keys = self.keys(queue)  # checks the name even for an empty batch
         now = [frame(body, headers) for body, delay_ms, headers in items if self._delay_ms(delay_ms) <= 0]
         later: list[str | bytes] = []
+        token = _parked_token if self.delays == "lease" else _token
         for body, delay_ms, headers in items:
             if self._delay_ms(delay_ms) > 0:
-                later += [_seconds(delay_ms), member(_token(), frame(body, headers))]
+                later += [_seconds(delay_ms), member(token(), frame(body, headers))]
         plan: PublishPlan = [
             Push(keys.ready, now[start : start + _RPUSH_CHUNK]) for start in range(0, len(now), _RPUSH_CHUNK)
         ]
@@ -805,7 +832,8 @@ class RedisTransport(RedisConnection):
                 target_keys.deadlines,
             ],
             args=[
-                self._member(delivery), mode, body, _seconds(self._delay_ms(delay_ms)), _token(), self.delays,
+                self._member(delivery), mode, body, _seconds(self._delay_ms(delay_ms)), self._settle_token(),
+                self.delays,
             ],
         )
         if int(held) != 1:
@@ -927,9 +955,17 @@ class RedisTransport(RedisConnection):
 
     # -- waiting scans -------------------------------------------------------------------
 
-    def _waiting_keys(self, queue: str) -> tuple[str, str]:
+    def _waiting_sources(self, queue: str) -> tuple[tuple[str, str], ...]:
+        """Parked delayed bodies are waiting messages too, whatever this transport's own mode:
+        another process of the fleet may park them."""
         keys = self.keys(queue)
-        return keys.ready, keys.delayed
+        return ("ready", keys.ready), ("delayed", keys.delayed), ("parked", keys.deadlines)
+
+    def _waiting_members(self, where: str, found: list[bytes]) -> list[bytes]:
+        if where != "parked":
+            return found
+        mark = PARKED_TOKEN_PREFIX.encode("ascii")
+        return [m for m in found if m.startswith(mark)]
 
     def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
         stored = waiting.stored if waiting.where == "ready" else _stored(waiting.stored)
@@ -941,24 +977,37 @@ class RedisTransport(RedisConnection):
         args: list[str | bytes] = []
         for waiting, record in moves:  # the dead letter keeps the headers, as dead_letter's does
             args += [waiting.where, waiting.stored, _reframed(record, self._waiting_delivery(queue, waiting))]
-        flags: list[int] = self._move_waiting_script(
-            keys=[keys.ready, keys.delayed, keys.deliveries, self.keys(dlq).ready], args=args
-        )
+        script_keys = [
+            keys.ready, keys.delayed, keys.deliveries, self.keys(dlq).ready, keys.processing, keys.deadlines,
+        ]
+        flags: list[int] = self._move_waiting_script(keys=script_keys, args=args)
         return flags
 
     # -- inspection ----------------------------------------------------------------------
 
+    def _parked_later(self, keys: QueueKeys, now: float) -> int:
+        """Delayed bodies parked as reservations (``delays=lease``) and not due yet. A scan of the
+        deadline set matching the parked tokens' prefix: it walks every reservation of the queue,
+        which a count of waiting messages can afford; a parked body swept back by anyone is gone
+        from the set and no longer counted."""
+        pattern = PARKED_TOKEN_PREFIX + "*"
+        return sum(
+            1 for _, due in self._redis.zscan_iter(keys.deadlines, match=pattern, count=1000) if due > now
+        )
+
     @driver_errors("size")
     def size(self, queue: str) -> int:
-        """Ready + delayed + reservations whose deadline passed (they are waiting again)."""
+        """Ready + delayed (in the delayed set or parked as a reservation) + reservations whose
+        deadline passed (they are waiting again)."""
         self._check_open()
         keys = self.keys(queue)
+        now = time.time()
         pipe = self._redis.pipeline(transaction=False)
         pipe.llen(keys.ready)
         pipe.zcard(keys.delayed)
-        pipe.zcount(keys.deadlines, "-inf", repr(time.time()))
+        pipe.zcount(keys.deadlines, "-inf", repr(now))
         ready, delayed, lapsed = pipe.execute()
-        return int(ready) + int(delayed) + int(lapsed)
+        return int(ready) + int(delayed) + int(lapsed) + self._parked_later(keys, now)
 
     @driver_errors("ready")
     def ready(self, queue: str) -> int:
@@ -975,9 +1024,13 @@ class RedisTransport(RedisConnection):
 
     @driver_errors("reserved")
     def reserved(self, queue: str) -> int:
-        """Reservations whose deadline has not passed (a lapsed one counts as waiting in :meth:`size`)."""
+        """Reservations whose deadline has not passed (a lapsed one counts as waiting in
+        :meth:`size`), parked delayed bodies excepted: they are waiting, not in flight."""
         self._check_open()
-        return int(self._redis.zcount(self.keys(queue).deadlines, f"({time.time()!r}", "+inf"))
+        keys = self.keys(queue)
+        now = time.time()
+        held = int(self._redis.zcount(keys.deadlines, f"({now!r}", "+inf"))
+        return held - self._parked_later(keys, now) if held else 0
 
 
 # CONNECT_TIMEOUT lives in redis_connection (both layouts use it) and is re-exported here, where

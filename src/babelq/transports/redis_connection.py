@@ -61,7 +61,8 @@ SCRIPT_BATCH = 1000
 
 
 class WaitingCursor:
-    """Where a waiting scan goes on: the ready list, then the delayed set, by index.
+    """Where a waiting scan goes on: the ready list, then each sorted set of waiting members
+    (the layout's ``_waiting_sources``), by index.
 
     Mutable on purpose: a waiting move of messages read before ``index`` shifts the rest of the
     list down, so it moves the cursor back by as many and the next page misses nothing."""
@@ -75,8 +76,8 @@ class WaitingCursor:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """A waiting message as a scan read it: ``where`` (``ready`` or ``delayed``), the stored list
-    element or delayed member, and the cursor of the page it was read in."""
+    """A waiting message as a scan read it: ``where`` (``ready``, ``delayed`` or ``parked``), the
+    stored list element or sorted-set member, and the cursor of the page it was read in."""
 
     where: str
     stored: bytes
@@ -379,9 +380,15 @@ class RedisConnection(BaseTransport):
 
     scan_refusal = ""
 
-    def _waiting_keys(self, queue: str) -> tuple[str, str]:
-        """The layout's ready list and delayed set of ``queue``."""
+    def _waiting_sources(self, queue: str) -> tuple[tuple[str, str], ...]:
+        """Where ``queue``'s waiting messages are, in scan order: ``(where, key)`` pairs, the ready
+        list first, then sorted sets read by rank."""
         raise NotImplementedError
+
+    def _waiting_members(self, where: str, found: list[bytes]) -> list[bytes]:
+        """The members of a page of ``where`` that are waiting messages (a sorted set may also
+        hold what is not: reservations beside parked delayed bodies)."""
+        return found
 
     def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
         """The delivery a scan reports for a stored element or delayed member."""
@@ -393,25 +400,31 @@ class RedisConnection(BaseTransport):
 
     @driver_errors("scan_waiting")
     def scan_waiting(self, queue: str, *, after: Any = None, limit: int = 500) -> tuple[list[Delivery], Any]:
-        """The ready list from its head, then the delayed set by due time; reservations (and, with
-        ``delays=lease``, delayed bodies parked as reservations) are not read."""
+        """The ready list from its head, then the delayed set by due time (and, in the default
+        layout, delayed bodies parked as reservations, by due time); reservations are not read.
+        A page may hold fewer than ``limit`` messages while more follow: go on until the cursor
+        is ``None``."""
         self._check_open()
         if limit < 1:
             raise ValueError(f"limit: must be >= 1, got {limit}")
-        ready, delayed = self._waiting_keys(queue)
-        cursor = after if isinstance(after, WaitingCursor) else WaitingCursor("ready", 0)
-        if cursor.where == "ready":
-            found = self._redis.lrange(ready, cursor.index, cursor.index + limit - 1)
+        sources = self._waiting_sources(queue)
+        cursor = after if isinstance(after, WaitingCursor) else WaitingCursor(sources[0][0], 0)
+        phase = [where for where, _ in sources].index(cursor.where)
+        key = sources[phase][1]
+        if phase == 0:
+            found = self._redis.lrange(key, cursor.index, cursor.index + limit - 1)
         else:
-            found = self._redis.zrange(delayed, cursor.index, cursor.index + limit - 1)
-        page = [self._waiting_delivery(queue, Waiting(cursor.where, bytes(item), cursor)) for item in found]
+            found = self._redis.zrange(key, cursor.index, cursor.index + limit - 1)
+        page = [
+            self._waiting_delivery(queue, Waiting(cursor.where, bytes(item), cursor))
+            for item in self._waiting_members(cursor.where, found)
+        ]
+        following: WaitingCursor | None = None
         if len(found) == limit:
-            following: WaitingCursor | None = cursor
+            following = cursor
             cursor.index += limit
-        elif cursor.where == "ready":
-            following = WaitingCursor("delayed", 0)
-        else:
-            following = None
+        elif phase + 1 < len(sources):
+            following = WaitingCursor(sources[phase + 1][0], 0)
         return page, following
 
     @driver_errors("dead_letter_waiting")

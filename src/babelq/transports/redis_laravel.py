@@ -416,9 +416,9 @@ class RedisLaravelTransport(RedisConnection):
 
     # -- waiting scans -------------------------------------------------------------------
 
-    def _waiting_keys(self, queue: str) -> tuple[str, str]:
+    def _waiting_sources(self, queue: str) -> tuple[tuple[str, str], ...]:
         keys = self.keys(queue)
-        return keys.ready, keys.delayed
+        return ("ready", keys.ready), ("delayed", keys.delayed)
 
     def _waiting_delivery(self, queue: str, waiting: Waiting) -> Delivery:
         body, headers = unframe(waiting.stored)

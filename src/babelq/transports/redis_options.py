@@ -59,7 +59,7 @@ class RedisOptions(URLOptions):
     """Most delayed/lapsed members moved per reserve; ``None``: 1000."""
     delays: DelayMode | None = None
     """Where the default layout keeps a delayed body (docs/transports-redis.md); ``None``:
-    ``own``. The Laravel layout has one place only and refuses the option."""
+    ``lease``. The Laravel layout has one place only and refuses the option."""
     client: Any = None
     """A ready redis-py client (keyword only); the URL then only names it in errors."""
 

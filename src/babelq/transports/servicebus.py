@@ -47,7 +47,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, get_args
 
 from babelq.bindings import asb as binding
 from babelq.bindings import schema_gate
@@ -111,6 +111,9 @@ class ServiceBusOptions(URLOptions):
     """Create a missing queue (and its ``.dlq``) on first use."""
     max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT
     """MaxDeliveryCount of the queues this transport creates (at least 1)."""
+    session_by: binding.SessionBy = "none"
+    """``sharding_key``: send ``meta.sharding_key`` as the SessionId (opt-in, as the standard
+    makes sessions; babelq's receivers do not read session-enabled queues)."""
     credential: Any = None
     """Any azure-core credential (keyword only)."""
     client: Any = None
@@ -196,12 +199,16 @@ class ServiceBusTransport(BaseTransport):
         visibility_timeout: float | None = None,
         create_queues: bool = True,
         max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT,
+        session_by: str = "none",
         url: str | None = None,
     ) -> None:
         self.namespace = namespace
         self.visibility_timeout = visibility_timeout
         self.create_queues = create_queues
         self.max_delivery_count = max_delivery_count
+        if session_by not in get_args(binding.SessionBy):
+            raise ConfigurationError(f"session_by: must be none or sharding_key, got {session_by!r}")
+        self.session_by: binding.SessionBy = "sharding_key" if session_by == "sharding_key" else "none"
         self._url = display_url(url) if url else f"sb://{namespace or ''}"
         self._connection_string = connection_string
         self._key_name = shared_access_key_name
@@ -398,7 +405,9 @@ class ServiceBusTransport(BaseTransport):
 
     # -- sending --------------------------------------------------------------------------
     @staticmethod
-    def projection(body: bytes, envelope: Envelope | None = None) -> dict[str, Any]:
+    def projection(
+        body: bytes, envelope: Envelope | None = None, *, session_by: binding.SessionBy = "none"
+    ) -> dict[str, Any]:
         """ServiceBusMessage keywords for ``body``: the binding's projection, longs pinned,
         empty application properties left out (as babelqueue leaves them out)."""
         doc: Any = envelope
@@ -407,7 +416,7 @@ class ServiceBusTransport(BaseTransport):
                 doc = decode(body)
             except DecodeError:
                 doc = {}
-        fields = binding.project(doc)
+        fields = binding.project(doc, session_by=session_by)
         props = fields.pop("application_properties", None) or {}
         if props:
             fields["application_properties"] = {name: _amqp_long(value) for name, value in props.items()}
@@ -428,7 +437,7 @@ class ServiceBusTransport(BaseTransport):
         carried: Mapping[str, str] | None = None,
     ) -> _Native:
         due = (now or _now()) + timedelta(milliseconds=delay_ms) if delay_ms > 0 else None
-        fields = self.projection(body, envelope)
+        fields = self.projection(body, envelope, session_by=self.session_by)
         if carried:  # string application properties; the binding's ``bq-*`` names win
             extra = {str(k): str(v) for k, v in carried.items() if k and v}
             fields["application_properties"] = {**extra, **fields.get("application_properties", {})}

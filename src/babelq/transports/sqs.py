@@ -4,10 +4,10 @@ Why it looks the way it does:
 
 * **Contract.** The MessageBody is the envelope text, untouched; every send carries the docs/standard.md
   §4 MessageAttributes from :mod:`babelq.bindings.sqs` (``bq-job``, ``bq-trace-id``...).
-  FIFO queues (``.fifo``) get ``MessageGroupId`` (configured group, else ``meta.sharding_key``,
-  else the queue name) and ``MessageDeduplicationId`` = ``meta.id`` unless the queue
-  deduplicates by content. A retry of a FIFO message uses ``<meta.id>-a<attempts>`` so the
-  dedup window does not swallow it.
+  FIFO queues (``.fifo``) get ``MessageGroupId`` (configured group, else the queue name; with
+  ``group_by=sharding_key``, ``meta.sharding_key`` first) and ``MessageDeduplicationId`` =
+  ``meta.id`` unless the queue deduplicates by content. A retry of a FIFO message uses
+  ``<meta.id>-a<attempts>`` so the dedup window does not swallow it.
 * **At-least-once.** A receive hides the message for the visibility timeout; ``ack`` deletes
   it; a worker that dies simply lets the timeout lapse and SQS hands the message out again.
   ``Delivery.attempts`` reconciles with ``ApproximateReceiveCount`` (max(body, count - 1)).
@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from babelq.bindings import schema_gate
 from babelq.bindings import sqs as binding
@@ -82,7 +82,10 @@ class SQSOptions(URLOptions):
     create_queues: bool = True
     """Create a missing queue on first use (false: a ConfigurationError)."""
     group_id: str | None = None
-    """``MessageGroupId`` of FIFO sends (else ``meta.sharding_key``, else the queue name)."""
+    """``MessageGroupId`` of FIFO sends (else the queue name)."""
+    group_by: binding.GroupBy = "group_id"
+    """``sharding_key``: a message's ``meta.sharding_key`` is its FIFO group, before ``group_id``
+    (beyond the standard, whose group is the configured one, else the queue name)."""
     content_based_dedup: bool = False
     """FIFO queues this transport creates deduplicate by content."""
     aws_access_key_id: str | None = None
@@ -217,6 +220,7 @@ class SQSTransport(BaseTransport):
         visibility_timeout: float | None = None,
         create_queues: bool = True,
         group_id: str | None = None,
+        group_by: str = "group_id",
         content_based_dedup: bool = False,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
@@ -240,7 +244,10 @@ class SQSTransport(BaseTransport):
         self._client = client
         self.visibility_timeout = visibility_timeout
         self.create_queues = create_queues
+        if group_by not in get_args(binding.GroupBy):
+            raise ConfigurationError(f"group_by: must be group_id or sharding_key, got {group_by!r}")
         self.group_id = group_id
+        self.group_by: binding.GroupBy = "sharding_key" if group_by == "sharding_key" else "group_id"
         self.content_based_dedup = content_based_dedup
         self._urls: dict[str, str] = {}
         self._queue_visibility: dict[str, int] = {}
@@ -327,7 +334,11 @@ class SQSTransport(BaseTransport):
         params: dict[str, str] = {}
         if fifo:
             params = binding.fifo_parameters(
-                name, doc or {}, group_id=self.group_id, content_based_dedup=self.content_based_dedup
+                name,
+                doc or {},
+                group_id=self.group_id,
+                group_by=self.group_by,
+                content_based_dedup=self.content_based_dedup,
             )
             if not self.content_based_dedup:
                 dedup = params.get("MessageDeduplicationId") or uuid.uuid4().hex
