@@ -258,3 +258,21 @@ def sqs_url(sqs_endpoint: str) -> str:
         f"sqs://?endpoint_url={sqs_endpoint}&region={SQS_REGION}"
         "&aws_access_key_id=testing&aws_secret_access_key=testing"
     )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.live),
+                        pytest.param("redis-laravel", marks=pytest.mark.live)])  # fmt: skip
+def sweep_broker_url(request: pytest.FixtureRequest, tmp_path: Path, unique_queue: str) -> Iterator[str]:
+    """A broker an expiry sweep can scan: SQLite, Redis in both layouts (queue and DLQ purged after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/q.db"
+        return
+    require_service("redis")
+    url = "redis://127.0.0.1:6379/15" + ("?laravel=1" if request.param == "redis-laravel" else "")
+    yield url
+    from babelq.transports import open_transport
+
+    transport = open_transport(url)
+    for queue in (unique_queue, f"{unique_queue}.dlq"):
+        transport.purge(queue)
+    transport.close()

@@ -14,9 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
@@ -27,6 +24,7 @@ from babelq.runtime.failpoint import ENV
 from babelq.transports import open_transport
 from babelq.transports.base import Transport
 from conftest import ROOT, require_service
+from expiry_support import drain, ids
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 URN = "urn:babel:payments:transfer"
@@ -44,21 +42,6 @@ def run_expire(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.live),
-                        pytest.param("redis-laravel", marks=pytest.mark.live)])  # fmt: skip
-def broker_url(request: pytest.FixtureRequest, tmp_path: Path, unique_queue: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/q.db"
-        return
-    require_service("redis")
-    url = "redis://127.0.0.1:6379/15" + ("?laravel=1" if request.param == "redis-laravel" else "")
-    yield url
-    transport = open_transport(url)
-    for queue in (unique_queue, f"{unique_queue}.dlq"):
-        transport.purge(queue)
-    transport.close()
-
-
 def seed(transport: Transport, queue: str, n: int) -> tuple[list[bytes], list[bytes]]:
     """``n`` expired and ``n`` live messages, interleaved; returns (expired, live)."""
     past = int(time.time() * 1000) - 1_000
@@ -68,18 +51,6 @@ def seed(transport: Transport, queue: str, n: int) -> tuple[list[bytes], list[by
         transport.publish(queue, a)
         transport.publish(queue, b)
     return expired, live
-
-
-def drain(transport: Transport, queue: str) -> list[bytes]:
-    bodies: list[bytes] = []
-    while got := transport.reserve(queue, max_messages=200):
-        bodies += [d.body for d in got]
-        transport.ack_many(got)
-    return bodies
-
-
-def ids(bodies: list[bytes]) -> Counter[str]:
-    return Counter(orjson.loads(b)["meta"]["id"] for b in bodies)
 
 
 def waiting(transport: Transport, queue: str) -> list[bytes]:
@@ -93,10 +64,10 @@ def waiting(transport: Transport, queue: str) -> list[bytes]:
             return out
 
 
-def test_one_pass_prints_its_totals(broker_url: str, unique_queue: str) -> None:
-    transport = open_transport(broker_url)
+def test_one_pass_prints_its_totals(sweep_broker_url: str, unique_queue: str) -> None:
+    transport = open_transport(sweep_broker_url)
     expired, live = seed(transport, unique_queue, 5)
-    proc = run_expire("--broker", broker_url, "--queue", unique_queue)
+    proc = run_expire("--broker", sweep_broker_url, "--queue", unique_queue)
     assert proc.returncode == 0, proc.stderr.decode()
     assert json.loads(proc.stdout) == {"passes": 1, "read": 10, "expired": 5, "moved": 5}
     assert f"moved to '{unique_queue}.dlq'" in proc.stderr.decode()
@@ -107,13 +78,13 @@ def test_one_pass_prints_its_totals(broker_url: str, unique_queue: str) -> None:
 
 @pytest.mark.parametrize("point", [BEFORE_MOVE, AFTER_MOVE])
 def test_sigkill_at_the_worst_moments_loses_and_doubles_nothing(
-    broker_url: str, unique_queue: str, point: str
+    sweep_broker_url: str, unique_queue: str, point: str
 ) -> None:
-    transport = open_transport(broker_url)
+    transport = open_transport(sweep_broker_url)
     n = PAGE  # two pages: the kill comes after the first page's move
     expired, live = seed(transport, unique_queue, n)
 
-    killed = run_expire("--broker", broker_url, "--queue", unique_queue, env={ENV: point})
+    killed = run_expire("--broker", sweep_broker_url, "--queue", unique_queue, env={ENV: point})
     assert killed.returncode == -signal.SIGKILL
     assert killed.stdout == b""
 
@@ -127,7 +98,7 @@ def test_sigkill_at_the_worst_moments_loses_and_doubles_nothing(
         assert moved == ids(expired[: PAGE // 2])
     assert [b for b in on_queue if orjson.loads(b)["meta"]["id"] not in moved] == on_queue
 
-    again = run_expire("--broker", broker_url, "--queue", unique_queue)
+    again = run_expire("--broker", sweep_broker_url, "--queue", unique_queue)
     assert again.returncode == 0, again.stderr.decode()
     assert ids(drain(transport, f"{unique_queue}.dlq")) == ids(expired)
     assert drain(transport, unique_queue) == live  # untouched, in order

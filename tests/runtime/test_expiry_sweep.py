@@ -12,7 +12,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,50 +23,21 @@ from babelq.runtime import App, Message
 from babelq.runtime.expiry_sweep import ExpirySweep
 from babelq.transports import open_transport
 from babelq.transports.base import Transport
+from expiry_support import drain, ids
 
 URN = "urn:babel:payments:transfer"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.live),
-                        pytest.param("redis-laravel", marks=pytest.mark.live)])  # fmt: skip
-def broker_url(request: pytest.FixtureRequest, tmp_path: Path, unique_queue: str) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/q.db"
-        return
-    from conftest import require_service
-
-    require_service("redis")
-    url = "redis://127.0.0.1:6379/15" + ("?laravel=1" if request.param == "redis-laravel" else "")
-    yield url
-    transport = open_transport(url)
-    for queue in (unique_queue, f"{unique_queue}.dlq"):
-        transport.purge(queue)
-    transport.close()
-
-
 @pytest.fixture
-def transport(broker_url: str) -> Iterator[Transport]:
-    opened = open_transport(broker_url)
+def transport(sweep_broker_url: str) -> Iterator[Transport]:
+    opened = open_transport(sweep_broker_url)
     yield opened
     opened.close()
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def drain(transport: Transport, queue: str) -> list[bytes]:
-    """Every ready body of ``queue`` in delivery order (acked)."""
-    bodies: list[bytes] = []
-    while got := transport.reserve(queue, max_messages=100):
-        bodies += [d.body for d in got]
-        transport.ack_many(got)
-    return bodies
-
-
-def ids(bodies: list[bytes]) -> Counter[str]:
-    return Counter(orjson.loads(b)["meta"]["id"] for b in bodies)
 
 
 def test_a_pass_moves_exactly_the_expired_and_leaves_the_rest_byte_identical_in_order(
@@ -141,10 +111,10 @@ def test_the_record_is_the_one_a_worker_writes(transport: Transport, unique_queu
 
 
 def test_a_worker_racing_the_sweep_leaves_every_message_in_exactly_one_place(
-    broker_url: str, unique_queue: str
+    sweep_broker_url: str, unique_queue: str
 ) -> None:
     past = now_ms() - 1_000
-    publisher = open_transport(broker_url)
+    publisher = open_transport(sweep_broker_url)
     expired = [make(URN, {"n": n}, queue=unique_queue, expire_at=past).encode() for n in range(300)]
     live = [make(URN, {"n": n}, queue=unique_queue).encode() for n in range(300)]
     mixed = [b for pair in zip(expired, live, strict=True) for b in pair]
@@ -158,10 +128,10 @@ def test_a_worker_racing_the_sweep_leaves_every_message_in_exactly_one_place(
         with lock:
             handled.append(message.id)
 
-    worker_transport = open_transport(broker_url)
+    worker_transport = open_transport(sweep_broker_url)
     app = App(worker_transport, queue=unique_queue, concurrency=2, prefetch=8, expire_every=0)
     app.handler(URN)(handle)
-    sweeper = open_transport(broker_url)
+    sweeper = open_transport(sweep_broker_url)
     sweep = ExpirySweep(sweeper, page=7)
     moved = []
     worker = threading.Thread(target=app.drain)
@@ -206,9 +176,9 @@ def test_an_idle_worker_dead_letters_expired_messages_waiting_in_a_delay(
     assert transport.size(unique_queue) == 1  # the one still valid waits out its delay
 
 
-def test_the_record_keeps_the_published_headers(broker_url: str, unique_queue: str) -> None:
-    transport = open_transport(broker_url)
-    if broker_url.endswith("laravel=1"):
+def test_the_record_keeps_the_published_headers(sweep_broker_url: str, unique_queue: str) -> None:
+    transport = open_transport(sweep_broker_url)
+    if sweep_broker_url.endswith("laravel=1"):
         pytest.skip("the Laravel layout stores no headers")
     body = make(URN, {"n": 1}, queue=unique_queue, expire_at=now_ms() - 1).encode()
     transport.publish(unique_queue, body, headers={"traceparent": TRACEPARENT})

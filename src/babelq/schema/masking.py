@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from babelq.schema.sensitive import SENSITIVE_KEYWORD, is_marked, sensitive_paths
+from babelq.schema.sensitive import SENSITIVE_KEYWORD, is_marked, resolve_ref, sensitive_paths
 
 MASK: Final = "***"
 #: property names that usually hold personal data (case-insensitive search)
@@ -33,21 +33,6 @@ PERSONAL_NAMES: Final = (
     r"|cvv|address|birth|dob|first_?name|last_?name|full_?name|surname|ip_?addr"
 )
 _COMBINED: Final = ("allOf", "anyOf", "oneOf", "if", "then", "else")
-
-
-def _resolve(root: Any, ref: str) -> Any:
-    if not ref.startswith("#/"):
-        return None
-    node = root
-    for raw in ref[2:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _here(nodes: Iterable[Any], root: Any) -> list[Mapping[str, Any]]:
@@ -64,7 +49,7 @@ def _here(nodes: Iterable[Any], root: Any) -> list[Mapping[str, Any]]:
         ref = node.get("$ref")
         if isinstance(ref, str) and ref not in refs:
             refs.add(ref)
-            todo.append(_resolve(root, ref))
+            todo.append(resolve_ref(root, ref))
         for key in _COMBINED:
             group = node.get(key)
             todo.extend(group if isinstance(group, list) else [group])

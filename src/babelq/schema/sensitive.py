@@ -108,7 +108,8 @@ def reference_reach(steps: Position) -> str:
     return "at a position the dotted path form cannot write"
 
 
-def _resolve(root: Mapping[str, Any], ref: str) -> Any:
+def resolve_ref(root: Mapping[str, Any], ref: str) -> Any:
+    """The node a local ``$ref`` (``#``, ``#/a/b``) names in ``root``, or None."""
     if not ref.startswith("#"):
         return None
     node: Any = root
@@ -152,7 +153,7 @@ def marked_positions(schema: Mapping[str, Any] | bool) -> list[Marked]:
                 found[steps] = why
         ref = node.get("$ref")
         if isinstance(ref, str) and ref not in refs:
-            walk(_resolve(schema, ref), steps, beyond or "through $ref", refs | {ref})
+            walk(resolve_ref(schema, ref), steps, beyond or "through $ref", refs | {ref})
         properties = node.get("properties")
         if isinstance(properties, Mapping):
             for name, child in properties.items():

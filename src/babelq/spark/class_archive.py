@@ -32,6 +32,8 @@ import shutil
 import time
 from pathlib import Path
 
+from babelq.spark.shutdown import process_alive
+
 #: the Spark setting that turns the archive off
 ARCHIVE_CONF = "spark.babelq.classArchive"
 #: a .part file younger than this may still be being written by a JVM that is exiting
@@ -62,16 +64,6 @@ def archive_path(cache_dir: Path, spark_home: Path) -> Path | None:
     return cache_dir / f"spark-classes-{key.hexdigest()[:16]}.jsa"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _install_finished(archive: Path) -> bool:
     """Move a recording a finished process left into place; True when one may still be in progress."""
     writing = False
@@ -81,7 +73,7 @@ def _install_finished(archive: Path) -> bool:
             age = time.time() - part.stat().st_mtime
         except (ValueError, OSError):
             continue
-        if _alive(pid) or age < _WRITING_SECONDS:
+        if process_alive(pid) or age < _WRITING_SECONDS:
             writing = True
             continue
         try:

@@ -63,7 +63,8 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, exited but not yet reaped, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -122,10 +123,10 @@ def end_jvm(*, keep: Any = None, jvm_grace: float = JVM_GRACE, worker_grace: flo
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + worker_grace
-    while any(_alive(pid) for pid in family) and time.monotonic() < deadline:
+    while any(process_alive(pid) for pid in family) and time.monotonic() < deadline:
         time.sleep(_POLL)
     for pid in family:
-        if _alive(pid):
+        if process_alive(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
     return True
