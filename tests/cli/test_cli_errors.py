@@ -27,6 +27,7 @@ import pytest
 from babelq.cli import main as cli_main
 from babelq.errors import BabelqError, ConfigurationError
 from conftest import CONFORMANCE_DIR, ROOT, require_service
+from payment_fixtures import publish_transfers
 from spark_defaults import isolated_env
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
@@ -681,21 +682,8 @@ def test_a_ledger_disk_that_fills_up_under_settle_is_one_error_line(tmp_path: Pa
     post: settle waits the outage out (one logged line per attempt, which are not errors), then
     fails with one line naming the ledger. Spark's own ERROR records and stack traces of the
     failed tasks, and Py4J's log of the failed batch, stay off the screen."""
-    from babelq.envelope import make, now_ms
-    from babelq.pipelines import TRANSFER_URN
-    from babelq.transports import Outgoing, open_transport
-
     url = f"sqlite:///{tmp_path}/q.db"
-    payment = {"amount_cents": 1000, "currency": "AUD", "debtor_bsb": "012-345",
-               "debtor_account": "123456789", "creditor_bsb": "033-001", "creditor_account": "987654321",
-               "validation_result": {"passed": True, "checks": ["test"]}}
-    transport = open_transport(url)
-    transport.publish_many("payments", [
-        Outgoing(make(TRANSFER_URN, {"payment_reference": f"PAY-{i}", **payment}, queue="payments",
-                      correlation_id="bulk_test", expire_at=now_ms() + 3_600_000).encode())
-        for i in range(3_000)  # more than 256 KiB of ledger rows
-    ])
-    transport.close()
+    publish_transfers(url, "payments", 3_000)  # more than 256 KiB of ledger rows
     proc = subprocess.run(
         [str(BABELQ), "settle", "--broker", url, "--ledger", str(tiny_disk / "ledger.db"), "--checkpoint",
          str(tmp_path / "ck"), "--progress", "none"],

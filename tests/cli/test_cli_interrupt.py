@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from payment_fixtures import publish_transfers
 from spark_defaults import isolated_env
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
@@ -54,21 +55,8 @@ def _session_processes(session: int) -> list[str]:
 @pytest.mark.spark
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="lists the session's processes in /proc")
 def test_ctrl_c_during_settle_is_one_line_exit_130_and_leaves_no_process(tmp_path: Path) -> None:
-    from babelq.envelope import make, now_ms
-    from babelq.pipelines import TRANSFER_URN
-    from babelq.transports import Outgoing, open_transport
-
     url = f"sqlite:///{tmp_path}/q.db"
-    payment = {"amount_cents": 1000, "currency": "AUD", "debtor_bsb": "012-345",
-               "debtor_account": "123456789", "creditor_bsb": "033-001", "creditor_account": "987654321",
-               "validation_result": {"passed": True, "checks": ["test"]}}
-    transport = open_transport(url)
-    transport.publish_many("payments", [
-        Outgoing(make(TRANSFER_URN, {"payment_reference": f"PAY-{i}", **payment}, queue="payments",
-                      correlation_id="bulk_test", expire_at=now_ms() + 3_600_000).encode())
-        for i in range(3)
-    ])
-    transport.close()
+    publish_transfers(url, "payments", 3)
     (tmp_path / "bank.py").write_text(BLOCKING_BANK)
     reached = tmp_path / "reached"
     env = isolated_env(("BABELQ_BROKER",))

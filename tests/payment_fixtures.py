@@ -33,3 +33,14 @@ def transfer(
         correlation_id="bulk_test",
         expire_at=now_ms() + 3_600_000 if expire_at is None else expire_at,
     )
+
+
+def publish_transfers(broker: str, queue: str, count: int) -> None:
+    """``count`` valid transfers (``PAY-0``...) published to ``queue`` on ``broker``."""
+    from babelq.transports import Outgoing, open_transport
+
+    transport = open_transport(broker)
+    try:
+        transport.publish_many(queue, [Outgoing(transfer(f"PAY-{i}", queue).encode()) for i in range(count)])
+    finally:
+        transport.close()
