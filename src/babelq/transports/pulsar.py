@@ -74,7 +74,8 @@ from urllib.request import Request, urlopen
 from babelq.bindings import pulsar as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import PulsarError as PulsarError
 from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
@@ -94,10 +95,6 @@ CONFIRM_LIMIT = 5.0
 _CONFIRM_SLICE = 0.05
 _DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651}
 _ADMIN_DEFAULTS = {"pulsar": ("http", 8080), "pulsar+ssl": ("https", 8443)}
-
-
-class PulsarError(BabelqError):
-    """The broker or its admin API refused a request, or could not be reached."""
 
 
 @dataclass(frozen=True, slots=True)

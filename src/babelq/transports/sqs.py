@@ -45,7 +45,8 @@ from typing import Any, ClassVar
 from babelq.bindings import schema_gate
 from babelq.bindings import sqs as binding
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import SQSError as SQSError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
 
@@ -95,10 +96,6 @@ class SQSOptions(URLOptions):
     """A named profile of the AWS configuration files."""
     client: Any = None
     """A ready boto3 SQS client (keyword only)."""
-
-
-class SQSError(BabelqError):
-    """SQS refused part of a batch, or a body cannot be carried by SQS."""
 
 
 @dataclass(slots=True, frozen=True)
