@@ -1,15 +1,17 @@
 """A broker that is down surfaces from the transport itself as babelq's UnavailableError.
 
 Each transport translates its client's errors where it calls the client, so the runtime (and
-any caller) tells an outage from a bug without importing redis-py or botocore. A TCP
+any caller) tells an outage from a bug without importing redis-py, botocore or sqlite3. A TCP
 proxy in front of the real broker plays the outage: ``stop()`` cuts every connection and
 refuses new ones.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from babelq.errors import ConfigurationError, SQSError, UnavailableError
 from babelq.runtime.outage import is_unavailable
 from babelq.transports import open_transport
 from babelq.transports.base import Transport
+from babelq.transports.sqlite import SQLiteTransport
 from conftest import require_service
 from runtime.faults import TcpProxy
 
@@ -114,3 +117,19 @@ def test_sqs_refusing_a_request_is_an_sqs_error_with_its_code(sqs_url: str, queu
     finally:
         transport.close()
         other.close()
+
+
+def test_sqlite_locked_by_another_process_mid_run_is_unavailable(tmp_path: Path, queue: str) -> None:
+    """SQLite has no server to lose: its outage is another process holding the write lock."""
+    transport = SQLiteTransport(tmp_path / "q.db", busy_timeout=0)
+    holder = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    try:
+        transport.publish(queue, b'{"n":1}')
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(UnavailableError, match="locked") as caught:
+            transport.publish(queue, b'{"n":2}')
+        assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        assert "\n" not in str(caught.value)
+    finally:
+        holder.close()
+        transport.close()
