@@ -2,9 +2,9 @@
 runtime and Spark pipelines.
 
 Importing ``babelq`` is cheap: only the envelope core loads. ``babelq.App``,
-``babelq.Message``, ``babelq.PermanentError`` and ``babelq.open_transport`` load the runtime
-or the transports the first time they are used; Spark loads only when you import ``babelq.spark``
-or the pipelines.
+``babelq.Message`` and ``babelq.open_transport`` load the runtime or the transports the first
+time they are used (the error families of :mod:`babelq.errors` are here at once); Spark loads
+only when you import ``babelq.spark`` or the pipelines.
 """
 
 import importlib
@@ -25,22 +25,25 @@ from babelq.envelope import (
 from babelq.errors import (
     BabelqError,
     ConfigurationError,
+    DataError,
     DecodeError,
     EnvelopeError,
+    PermanentError,
+    PublishNotConfirmedError,
+    TransportError,
     UnavailableError,
     URNError,
     URNFormatWarning,
 )
 
 if TYPE_CHECKING:
-    from babelq.runtime import App, Message, PermanentError
+    from babelq.runtime import App, Message
     from babelq.transports import open_transport
 
 #: what the top package offers from the layers above the envelope, loaded on first use
 _LAZY = {
     "App": "babelq.runtime",
     "Message": "babelq.runtime",
-    "PermanentError": "babelq.runtime",
     "open_transport": "babelq.transports",
 }
 
@@ -50,11 +53,14 @@ __all__ = [
     "App",
     "BabelqError",
     "ConfigurationError",
+    "DataError",
     "DecodeError",
     "Envelope",
     "EnvelopeError",
     "Message",
     "PermanentError",
+    "PublishNotConfirmedError",
+    "TransportError",
     "URNError",
     "URNFormatWarning",
     "UnavailableError",

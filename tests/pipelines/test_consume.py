@@ -135,7 +135,7 @@ def test_the_orders_example_into_sqlite_each_order_once_and_a_rerun_adds_nothing
         "poison", "schema", "schema", "unknown_urn", "unknown_urn"]
     schema = next(d for d in dead if d.get("cause") == "schema")
     assert schema["reason"] == "failed" and schema["error"].startswith("schema: $")
-    assert schema["exception"] == "babelq.schema.errors.SchemaViolationError"  # as the runtime names it
+    assert schema["exception"] == "babelq.errors.SchemaViolationError"  # as the runtime names it
     sink_tables = open_sink(sink)
     assert sink_tables.counts() == (30, 5, 0)  # the handled ids; the five dead letters, all published
     sink_tables.close()

@@ -191,7 +191,7 @@ class TestUnknownURN:
         assert dead.dead_letter is not None
         assert dead.dead_letter["reason"] == "failed"
         assert dead.dead_letter["cause"] == "unknown_urn"
-        assert dead.dead_letter["exception"] == "babelq.runtime.errors.UnknownURNError"
+        assert dead.dead_letter["exception"] == "babelq.errors.UnknownURNError"
         assert app.stats()["unknown_urn"] == 3
 
     def test_delete_acks_and_logs(

@@ -86,7 +86,7 @@ def test_a_pydantic_handler_gets_the_model_and_bad_data_names_every_path(
     assert dead.dead_letter["cause"] == "schema" and dead.dead_letter["attempts"] == 0  # never retried
     error = dead.dead_letter["error"]
     assert error.startswith("schema: ") and "$.order_id" in error and "$.amount_cents" in error
-    assert "OrderModel" in error and dead.dead_letter["exception"] == "babelq.runtime.payloads.PayloadError"
+    assert "OrderModel" in error and dead.dead_letter["exception"] == "babelq.errors.PayloadError"
     assert app.stats()["schema_invalid"] == 1
 
 

@@ -64,7 +64,7 @@ def test_an_async_handler_over_its_timeout_is_a_failed_attempt(
     assert len(started) == 2
     (dead,) = dlq_envelopes(transport)
     assert dead.dead_letter is not None
-    assert dead.dead_letter["exception"] == "babelq.runtime.routing.HandlerTimeoutError"
+    assert dead.dead_letter["exception"] == "babelq.errors.HandlerTimeoutError"
     assert "timeout of 0.05 s" in dead.dead_letter["error"]
     app.close()
 

@@ -83,7 +83,7 @@ def test_consume_dead_letters_with_path_and_never_retries(
         assert (block["reason"], block["cause"], block["exception"]) == (
             "failed",
             "schema",
-            "babelq.schema.errors.SchemaViolationError",
+            "babelq.errors.SchemaViolationError",
         )
         assert block["error"] == (
             "schema: $.amount: -5 is less than the minimum of 0; $.items[0].sku: 7 is not of type 'string'"

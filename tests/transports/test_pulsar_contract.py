@@ -30,7 +30,7 @@ import pulsar as real_pulsar  # the installed client, imported before any test s
 import pytest
 
 from babelq.envelope import make
-from babelq.errors import ConfigurationError, PublishNotConfirmedError
+from babelq.errors import ConfigurationError, PublishNotConfirmedError, UnavailableError
 from babelq.transports import open_transport
 from babelq.transports.base import Outgoing
 from babelq.transports.pulsar import PulsarError, PulsarTransport
@@ -451,6 +451,7 @@ def test_pulsar_fake_admin_errors_are_one_line_and_redacted(broker: fake_pulsar.
         transport.size("q")
     message = str(caught.value)
     assert message.startswith("admin_url") and "\n" not in message and "s3cr3t" not in message
+    assert isinstance(caught.value, UnavailableError)  # unreachable: an outage to wait out
     transport.close()
 
 
@@ -483,6 +484,21 @@ def test_pulsar_fake_client_errors_are_one_line_and_redacted(
     message = str(caught.value)
     assert message.startswith("pulsar: cannot create a producer on persistent://public/default/q")
     assert "\n" not in message and "s3cr3t" not in message and "x:y@" not in message
+    assert isinstance(caught.value, UnavailableError)  # ConnectError: the broker is unreachable
+    transport.close()
+
+
+def test_pulsar_fake_a_refusal_is_a_pulsar_error_not_an_outage(
+    broker: fake_pulsar.FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Any, topic: str, **options: Any) -> None:
+        raise fake_pulsar.InvalidTopicName("Pulsar error: InvalidTopicName")
+
+    monkeypatch.setattr(fake_pulsar.Client, "create_producer", refuse)
+    transport = PulsarTransport.from_url(URL, admin_url=broker.admin_url())
+    with pytest.raises(PulsarError) as caught:
+        transport.publish("q", _body("q"))
+    assert not isinstance(caught.value, UnavailableError)
     transport.close()
 
 

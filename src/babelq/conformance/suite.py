@@ -9,13 +9,10 @@ from typing import Any
 
 from babelq.envelope import Envelope, decode
 from babelq.errors import ConfigurationError
+from babelq.errors import SuiteError as SuiteError
 
 MANIFEST = "manifest.json"
 ENVELOPE_SCHEMA = "schema/message-envelope.schema.json"
-
-
-class SuiteError(Exception):
-    """A file the manifest names is missing or unreadable (reported as a failing check)."""
 
 
 class Suite:

@@ -38,7 +38,8 @@ import orjson
 
 from babelq.envelope.limits import SHALLOW_JSON_BYTES, TOO_DEEP_REASON, too_deep, with_fresh_stack
 from babelq.envelope.payload import NEEDS_STD_ENCODER, fast_flags
-from babelq.errors import BabelqError, DecodeError
+from babelq.errors import DecodeError
+from babelq.errors import TooDeepError as TooDeepError
 
 _std_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -76,10 +77,6 @@ def _finite_int(text: str) -> int:
 # An integer only infinity could hold is poison as 1e400 is: every SDK reads JSON numbers as
 # doubles somewhere, and the babelqueue package calls such a body poison.
 _std_decoder = json.JSONDecoder(parse_float=_finite_float, parse_int=_finite_int, parse_constant=_no_constant)
-
-
-class TooDeepError(BabelqError, ValueError):
-    """Internal: a document nested deeper than the limit was about to be written."""
 
 
 # -- encoding ----------------------------------------------------------------------------------

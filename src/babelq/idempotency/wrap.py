@@ -32,21 +32,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from babelq.errors import BabelqError, UnavailableError
+from babelq.errors import ClaimedElsewhereError as ClaimedElsewhereError
+from babelq.errors import UnavailableError
 from babelq.idempotency.store import ClaimingStore, IdempotencyStore
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M")
 R = TypeVar("R")
-
-
-class ClaimedElsewhereError(BabelqError):
-    """Another consumer holds the claim on this id and has not finished: retry later."""
-
-    def __init__(self, message_id: str) -> None:
-        self.message_id = message_id
-        super().__init__(f"message {message_id!r} is being handled by another consumer; retry later")
 
 
 @dataclass(frozen=True, slots=True)

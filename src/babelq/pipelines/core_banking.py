@@ -46,7 +46,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from babelq.errors import BabelqError, ConfigurationError
+from babelq.errors import ConfigurationError
+from babelq.errors import CoreBankingError as CoreBankingError
 from babelq.pipelines.ledger import Posting
 
 TRANSIENT_SUFFIX = "0000"
@@ -60,10 +61,6 @@ SIMULATED_RULES = (
 )
 #: :func:`describe_bank` of the simulator
 SIMULATED_DESCRIPTION = f"{SIMULATED} ({SIMULATED_RULES})"
-
-
-class CoreBankingError(BabelqError):
-    """A transfer core banking did not accept this time (the message is retried, then dead-lettered)."""
 
 
 class Bank(Protocol):

@@ -5,9 +5,9 @@ a database is down, the runtime waits and tries again, and the messages it could
 are put back, not dead-lettered. This module holds what the consume loop needs for that:
 
 * :func:`is_unavailable` -- is this exception a connection-level failure? babelq's own
-  :class:`~babelq.errors.UnavailableError`, and, for a transport or store that does not wrap
-  its driver's errors (yet), the standard library's ``OSError`` family (refused, reset,
-  timed out, unreachable) and redis-py's ``ConnectionError``/``TimeoutError``;
+  :class:`~babelq.errors.UnavailableError` (every transport and store translates its client's
+  outage errors into it where it calls the client), and the standard library's ``OSError``
+  family (refused, reset, timed out, unreachable) that a handler's own socket code raises;
 * :func:`babelq.urls.one_line` with ``typed=True`` -- the error as one line a person can
   read, secrets redacted (a traceback of a refused connection tells an operator nothing the
   line does not);
@@ -21,8 +21,6 @@ are put back, not dead-lettered. This module holds what the consume loop needs f
 from __future__ import annotations
 
 import random
-import sys
-from typing import Any
 
 from babelq.errors import UnavailableError
 from babelq.urls import redact
@@ -30,12 +28,7 @@ from babelq.urls import redact
 
 def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says "something is unreachable or down" rather than "this input is bad"."""
-    if isinstance(exc, UnavailableError | OSError):  # OSError: ConnectionError, TimeoutError, socket errors
-        return True
-    redis_errors: Any = sys.modules.get("redis.exceptions")  # only if redis is loaded at all
-    if redis_errors is None:
-        return False
-    return isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError)
+    return isinstance(exc, UnavailableError | OSError)  # OSError: refused, reset, timed out, unreachable
 
 
 def broker_label(transport: object, url: str | None = None) -> str:

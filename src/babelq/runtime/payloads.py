@@ -25,25 +25,11 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
-from babelq.errors import BabelqError, ConfigurationError
-from babelq.runtime.rules import schema_error
-
-#: How many failing paths an error's text lists (the rest are counted).
-SHOWN_ERRORS = 3
+from babelq.errors import SHOWN_ERRORS as SHOWN_ERRORS
+from babelq.errors import ConfigurationError
+from babelq.errors import PayloadError as PayloadError
 
 Converter = Callable[[Mapping[str, Any]], Any]
-
-
-class PayloadError(BabelqError, ValueError):
-    """``data`` does not fit the handler's payload type; ``errors`` are ``"<JSON path>: <problem>"``."""
-
-    def __init__(self, type_name: str, errors: list[str]) -> None:
-        self.type_name = type_name
-        self.errors = errors
-        shown = "; ".join(errors[:SHOWN_ERRORS])
-        if len(errors) > SHOWN_ERRORS:
-            shown += f" (and {len(errors) - SHOWN_ERRORS} more)"
-        super().__init__(schema_error(f"{shown} (as {type_name})"))
 
 
 def _is_pydantic_model(tp: object) -> bool:

@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from babelq.errors import ConfigurationError, UnavailableError
+from babelq.errors import ConfigurationError
+from babelq.errors import RateLimitedError as RateLimitedError
 
 #: seconds a handler waits for its token at most before its message is put back
 DEFAULT_MAX_WAIT_S = 10.0
@@ -37,10 +38,6 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
 return wait
 """
-
-
-class RateLimitedError(UnavailableError):
-    """The URN's rate limit would have kept the handler waiting too long: the message is put back."""
 
 
 class RateLimit:

@@ -33,7 +33,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, get_args
 
 from babelq.envelope import check_urn
-from babelq.errors import BabelqError, ConfigurationError, UnavailableError
+from babelq.errors import ConfigurationError, UnavailableError
+from babelq.errors import HandlerTimeoutError as HandlerTimeoutError
 from babelq.runtime import rules
 from babelq.runtime.errors import PermanentError, UnknownURNError
 from babelq.runtime.event_loop import HandlerLoop, is_coroutine
@@ -92,11 +93,6 @@ def typed(urn: str, handler: Handler) -> Handler:
         return target(convert(message.data))
 
     return with_payload
-
-
-class HandlerTimeoutError(BabelqError, TimeoutError):
-    """An ``async def`` handler ran longer than its ``timeout``: the run was cancelled and counts
-    as a failed attempt."""
 
 
 def is_async(handler: Handler) -> bool:

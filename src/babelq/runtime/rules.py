@@ -47,6 +47,7 @@ from typing import Literal
 
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import ConfigurationError
+from babelq.errors import schema_error as schema_error
 from babelq.runtime.backoff import Backoff
 
 # dead_letter.reason values (the standard's three)
@@ -132,9 +133,7 @@ def unknown_urn_error(urn: str) -> str:
     return f"no handler is registered for URN {urn!r}"
 
 
-def schema_error(problems: str) -> str:
-    """``problems``: ``"<JSON path>: <message>"`` texts (``$.amount: -5 is less than the minimum of 0``)."""
-    return f"schema: {problems}"
+# schema_error (imported above) lives beside the errors whose text it makes, in babelq.errors
 
 
 @dataclass(frozen=True, slots=True)

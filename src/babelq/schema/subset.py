@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from babelq.errors import ConfigurationError
+from babelq.errors import UnsupportedSchemaError as UnsupportedSchemaError
 
 #: a JSON Schema: an object (mapping) or a boolean schema
 JsonSchema = Mapping[str, Any] | bool
@@ -73,18 +73,6 @@ KEYWORDS: Final = frozenset(
     }
 )
 TYPES: Final = ("null", "boolean", "object", "array", "number", "integer", "string")
-
-
-class UnsupportedSchemaError(ConfigurationError):
-    """A schema uses a keyword (or a keyword value) a babelq schema compiler does not support.
-
-    ``keyword`` is the keyword, ``location`` its JSON pointer in the schema (``#/properties/a``).
-    """
-
-    def __init__(self, keyword: str, location: str, problem: str) -> None:
-        self.keyword = keyword
-        self.location = location
-        super().__init__(f"JSON Schema keyword {keyword!r} at {location}: {problem}")
 
 
 def pointer(location: str, *segments: str | int) -> str:

@@ -570,9 +570,9 @@ class AMQPTransport(BaseTransport):
         try:
             nacked, returned = channel.wait_for_confirms(self.confirm_timeout)
         except TimeoutError as exc:
-            raise AMQPPublishError(str(exc)) from exc
+            raise PublishNotConfirmedError(str(exc)) from exc
         if nacked or returned:
-            raise AMQPPublishError(
+            raise PublishNotConfirmedError(
                 f"broker refused {nacked} and returned {returned} of {len(items)} message(s)"
             )
 

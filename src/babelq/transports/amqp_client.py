@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 from urllib.parse import unquote
 
-from babelq.errors import BabelqError, ConfigurationError, UnavailableError
+from babelq.errors import AMQPAccessRefusedError as AMQPAccessRefusedError
+from babelq.errors import AMQPConnectionError as AMQPConnectionError
+from babelq.errors import AMQPError as AMQPError
+from babelq.errors import BrokerUnreachableError as BrokerUnreachableError
+from babelq.errors import ChannelClosedByBrokerError as ChannelClosedByBrokerError
+from babelq.errors import ChannelStateError as ChannelStateError
+from babelq.errors import ConfigurationError
+from babelq.errors import ConnectionClosedByBrokerError as ConnectionClosedByBrokerError
 from babelq.transports import amqp_protocol as wire
 from babelq.transports.url_options import TransportURL, URLOptions
 from babelq.urls import redact_text
@@ -59,63 +66,6 @@ _CONTENT_HEADER: Final = struct.Struct(">HHQ")
 _ACK_FRAME: Final = struct.Struct(">BHIHHQBB")  # method frame of Basic.Ack/Nack/Reject, end octet included
 _CONFIRM: Final = struct.Struct(">QB")
 _BODY_SIZE: Final = struct.Struct(">Q")
-
-
-class AMQPError(BabelqError):
-    """Base of the client's errors."""
-
-
-class AMQPConnectionError(AMQPError, UnavailableError):
-    """The connection is gone or could not be made (socket error, missed heartbeats, closed by the
-    broker or by us).
-
-    An :class:`~babelq.errors.UnavailableError`: the broker or the network failed, not a message,
-    so the runtime puts the message back instead of counting an attempt.
-    """
-
-
-class ConnectionClosedByBrokerError(AMQPConnectionError):
-    """The broker sent ``Connection.Close``: ``reply_code`` and ``reply_text`` say why."""
-
-    def __init__(self, reply_code: int, reply_text: str) -> None:
-        super().__init__(f"connection closed by broker: {reply_code} {reply_text}")
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-
-class BrokerUnreachableError(AMQPConnectionError):
-    """No connection could be made (refused, timed out, handshake failed) after
-    ``connection_attempts`` tries; the text names the URL with its password masked."""
-
-
-class AMQPAccessRefusedError(AMQPError, ConfigurationError):
-    """The broker refused the login (403 ACCESS_REFUSED) or the vhost (530 NOT_ALLOWED) during the
-    handshake.
-
-    A :class:`~babelq.errors.ConfigurationError`, not an unavailable broker: connecting again with
-    the same credentials cannot succeed, so nothing retries it.
-    """
-
-    def __init__(self, where: str, reply_code: int, reply_text: str) -> None:
-        super().__init__(
-            f"{where}: the broker refused the connection: {reply_code} {redact_text(reply_text)} "
-            "(check the user name, password and vhost)"
-        )
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-
-class ChannelClosedByBrokerError(AMQPError):
-    """The broker sent ``Channel.Close`` (e.g. 404 NOT_FOUND, 406 PRECONDITION_FAILED)."""
-
-    def __init__(self, reply_code: int, reply_text: str) -> None:
-        super().__init__(f"channel closed by broker: {reply_code} {reply_text}")
-        self.reply_code = reply_code
-        self.reply_text = reply_text
-
-
-class ChannelStateError(AMQPError):
-    """An operation on a channel that is already closed."""
 
 
 #: Connection.Close codes during the handshake that mean "these settings will never work"
@@ -625,7 +575,9 @@ class Connection:
             except ConnectionClosedByBrokerError as exc:
                 self.abort()
                 if exc.reply_code in _REFUSALS:  # the same settings will be refused again
-                    raise AMQPAccessRefusedError(params.display, exc.reply_code, exc.reply_text) from None
+                    raise AMQPAccessRefusedError(
+                        params.display, exc.reply_code, redact_text(exc.reply_text)
+                    ) from None
                 error = exc
             except ssl.SSLCertVerificationError as exc:
                 self.abort()

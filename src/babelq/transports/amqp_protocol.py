@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Any, Final
 
-from babelq.errors import BabelqError
+from babelq.errors import ProtocolError as ProtocolError
 
 PROTOCOL_HEADER: Final = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD: Final = 1
@@ -36,10 +36,6 @@ HEARTBEAT_FRAME: Final = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
 _INT32: Final = (-(2**31), 2**31 - 1)
 _INT64: Final = (-(2**63), 2**63 - 1)
-
-
-class ProtocolError(BabelqError):
-    """Bytes that are not valid AMQP 0-9-1 (or a value that cannot be encoded)."""
 
 
 # -- primitive encoders -----------------------------------------------------------------------

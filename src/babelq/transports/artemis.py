@@ -1031,7 +1031,7 @@ class ArtemisTransport(BaseTransport):
         """
         try:
             return operation()
-        except (ConfigurationError, ArtemisPublishError, UnavailableError):
+        except (ConfigurationError, UnavailableError):  # a PublishNotConfirmedError is one
             raise
         except Exception as exc:
             if not self._is_connection_error(exc):
@@ -1238,7 +1238,7 @@ class ArtemisTransport(BaseTransport):
             return all(d.settled or d.remote_state for d in deliveries)
 
         if not self._wait(settled, self.confirm_timeout):
-            raise ArtemisPublishError(
+            raise PublishNotConfirmedError(
                 f"artemis: {self.where} did not confirm {len(deliveries)} message(s) to {queue!r} "
                 f"within {self.confirm_timeout} s"
             )
@@ -1246,7 +1246,7 @@ class ArtemisTransport(BaseTransport):
         for delivery in deliveries:
             delivery.settle()
         if bad:
-            raise ArtemisPublishError(
+            raise PublishNotConfirmedError(
                 f"artemis: {self.where} refused {len(bad)} of {len(deliveries)} message(s) to {queue!r} "
                 f"(outcome {bad[0]})"
             )
@@ -1450,7 +1450,7 @@ class ArtemisTransport(BaseTransport):
         for its second try."""
         try:
             return operation()
-        except (ConfigurationError, ArtemisPublishError, UnavailableError):
+        except (ConfigurationError, UnavailableError):  # a PublishNotConfirmedError is one
             raise
         except Exception as exc:
             if not self._is_connection_error(exc):

@@ -584,16 +584,16 @@ class KafkaTransport(BaseTransport):
                 producer.poll(1.0)  # the local queue is full: serve reports, try once more
                 producer.produce(topic, on_delivery=report, **kwargs)
             except lib.KafkaException as exc:
-                raise KafkaDeliveryError(self._why(f"produce to {topic!r}", exc)) from exc
+                raise PublishNotConfirmedError(self._why(f"produce to {topic!r}", exc)) from exc
         producer.flush(self.delivery_timeout)
         for (topic, _), slot in zip(writes, reports, strict=True):
             if not slot:
-                raise KafkaDeliveryError(
+                raise PublishNotConfirmedError(
                     f"kafka: the write to {topic!r} was not confirmed within {self.delivery_timeout}s "
                     f"({self._shown})"
                 )
             if slot[0] is not None:
-                raise KafkaDeliveryError(self._why(f"the write to {topic!r} failed", slot[0]))
+                raise PublishNotConfirmedError(self._why(f"the write to {topic!r} failed", slot[0]))
 
     def _why(self, what: str, error: object) -> str:
         detail = " ".join(redact_text(str(error)).split()) or type(error).__name__

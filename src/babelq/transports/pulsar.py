@@ -74,7 +74,8 @@ from urllib.request import Request, urlopen
 from babelq.bindings import pulsar as binding
 from babelq.bindings import schema_gate
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError, PulsarUnavailableError
+from babelq.errors import PulsarError as PulsarError
 from babelq.extras import optional_import
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
 from babelq.transports.url_options import TransportURL, URLOptions
@@ -94,10 +95,8 @@ CONFIRM_LIMIT = 5.0
 _CONFIRM_SLICE = 0.05
 _DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651}
 _ADMIN_DEFAULTS = {"pulsar": ("http", 8080), "pulsar+ssl": ("https", 8443)}
-
-
-class PulsarError(BabelqError):
-    """The broker or its admin API refused a request, or could not be reached."""
+#: the client's exceptions that say the broker is down, unreachable or too slow, not "no"
+_OUTAGES = ("ConnectError", "Timeout", "ServiceUnitNotReady", "TooManyLookupRequestException", "NotConnected")
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +322,11 @@ class PulsarTransport(BaseTransport):
         return f"persistent://{self.tenant}/{self.namespace}/{queue}"
 
     def _fail(self, action: str, topic: str, exc: BaseException) -> PulsarError:
-        return PulsarError(f"pulsar: cannot {action} {topic} at {redact(self.url)}: {one_line(exc)}")
+        """babelq's error for the client's ``exc``: unreachable or timed out is an outage."""
+        pulsar = self._module()
+        outage = tuple(getattr(pulsar, name) for name in _OUTAGES if hasattr(pulsar, name))
+        kind = PulsarUnavailableError if isinstance(exc, outage) else PulsarError
+        return kind(f"pulsar: cannot {action} {topic} at {redact(self.url)}: {one_line(exc)}")
 
     def _producer(self, queue: str) -> Any:
         with self._cond:
@@ -717,7 +720,7 @@ class PulsarTransport(BaseTransport):
             ) from None
         except (URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise PulsarError(
+            raise PulsarUnavailableError(
                 f"admin_url: cannot reach the Pulsar admin API at {redact(self.admin_url)} "
                 f"({one_line(reason if isinstance(reason, BaseException) else Exception(reason))}); "
                 "size/ready/reserved/purge need it"

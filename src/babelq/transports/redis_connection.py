@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -122,9 +121,7 @@ def _translated(exc: BaseException, action: str, where: str) -> BabelqError | No
     * anything else is a bug (ours or redis-py's) and is raised unchanged (None here), so it is
       seen as one instead of passing for an outage.
     """
-    errors = sys.modules.get("redis.exceptions")
-    if errors is None:  # redis-py was never imported: this cannot be one of its errors
-        return None
+    errors = optional_import("redis.exceptions", needed_for="url: the redis transport")
     detail = " ".join(redact_text(str(exc)).split()) or type(exc).__name__
     refused = (
         errors.AuthenticationError,

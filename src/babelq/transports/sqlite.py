@@ -408,6 +408,9 @@ class SQLiteTransport(BaseTransport):
         self._wakeup = _Wakeups.for_path(os.path.abspath(self._file))
         try:
             self._conn()  # the schema now, so a file that is not a database fails here
+        except UnavailableError:
+            self.close()
+            raise
         except sqlite3.Error as exc:
             self.close()
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
@@ -500,8 +503,12 @@ class SQLiteTransport(BaseTransport):
             try:
                 return work()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= give_up:
+                if not _is_busy(exc):
                     raise
+                if time.monotonic() >= give_up:  # another process's lock: an outage to wait out
+                    raise UnavailableError(
+                        f"sqlite database {self._file!r} stayed locked for {self.busy_timeout:g} s: {exc}"
+                    ) from exc
                 log.debug("sqlite %s busy, retrying: %s", self.path, exc)
                 time.sleep(pause * (0.5 + random.random()))
                 pause = min(pause * 2, 0.2)

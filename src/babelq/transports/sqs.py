@@ -45,8 +45,10 @@ from typing import Any, ClassVar, get_args
 from babelq.bindings import schema_gate
 from babelq.bindings import sqs as binding
 from babelq.envelope import Envelope, decode
-from babelq.errors import BabelqError, ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import ConfigurationError, DecodeError, PublishNotConfirmedError
+from babelq.errors import SQSError as SQSError
 from babelq.transports.base import BaseTransport, Delivery, Outgoing
+from babelq.transports.sqs_client import GuardedClient
 from babelq.transports.url_options import TransportURL, URLOptions
 
 log = logging.getLogger(__name__)
@@ -98,10 +100,6 @@ class SQSOptions(URLOptions):
     """A named profile of the AWS configuration files."""
     client: Any = None
     """A ready boto3 SQS client (keyword only)."""
-
-
-class SQSError(BabelqError):
-    """SQS refused part of a batch, or a body cannot be carried by SQS."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -241,7 +239,7 @@ class SQSTransport(BaseTransport):
                 aws_session_token=aws_session_token,
                 config=Config(retries={"max_attempts": 5, "mode": "standard"}),
             )
-        self._client = client
+        self._client = GuardedClient(client)  # botocore's errors leave it as babelq's
         self.visibility_timeout = visibility_timeout
         self.create_queues = create_queues
         if group_by not in get_args(binding.GroupBy):
@@ -279,12 +277,13 @@ class SQSTransport(BaseTransport):
         return url
 
     def _lookup(self, logical: str) -> str:
-        errors = self._client.exceptions
         queue = physical_name(logical)
         try:
             found: str = self._client.get_queue_url(QueueName=queue)["QueueUrl"]
             return found
-        except errors.QueueDoesNotExist:
+        except SQSError as exc:
+            if not self._client.answered(exc, "QueueDoesNotExist"):
+                raise
             if not self.create_queues:
                 raise ConfigurationError(f"queue: SQS queue {queue!r} does not exist") from None
         attributes: dict[str, str] = {}
@@ -587,7 +586,9 @@ class SQSTransport(BaseTransport):
         url = self.queue_url(queue)
         try:
             self._client.purge_queue(QueueUrl=url)
-        except self._client.exceptions.PurgeQueueInProgress:
+        except SQSError as exc:
+            if not self._client.answered(exc, "PurgeQueueInProgress"):
+                raise
             log.info("sqs: purge of %s already in progress; draining visible messages", queue)
             while messages := self._receive(url, MAX_BATCH_ENTRIES, 0):
                 entries = [
@@ -597,7 +598,6 @@ class SQSTransport(BaseTransport):
 
     def delete_queues(self, names: Iterable[str]) -> None:
         """Delete the named queues if they exist (test clean-up)."""
-        errors = self._client.exceptions
         for name in names:
             try:
                 url = (
@@ -605,8 +605,9 @@ class SQSTransport(BaseTransport):
                     or self._client.get_queue_url(QueueName=physical_name(name))["QueueUrl"]
                 )
                 self._client.delete_queue(QueueUrl=url)
-            except errors.QueueDoesNotExist:
-                continue
+            except SQSError as exc:
+                if not self._client.answered(exc, "QueueDoesNotExist"):
+                    raise
 
     def close(self) -> None:
         self._client.close()

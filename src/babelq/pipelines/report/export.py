@@ -25,7 +25,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from babelq.errors import BabelqError, ConfigurationError
+from babelq.errors import ConfigurationError
+from babelq.errors import ExportError as ExportError
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +42,6 @@ MAX_HEIGHT = 16_000
 _HEIGHT = re.compile(r'data-page-height="(\d+)"')
 _MEASURE = ("<script>document.body.setAttribute('data-page-height', "
             "String(Math.ceil(document.documentElement.scrollHeight)))</script>")
-
-
-class ExportError(BabelqError):
-    """Chromium was found but did not produce the export (one line: what it said)."""
 
 
 def find_chromium() -> str | None:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack, cast
 
 from babelq.errors import BabelqError
+from babelq.errors import InjectedCrashError as InjectedCrashError
 from babelq.pipelines.core_banking import SIMULATED_DESCRIPTION, BankChoice, BankSpec, describe_bank
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import open_ledger
@@ -118,10 +119,6 @@ def default_batch(url: str) -> int:
     from babelq.spark.datasource.stream_reader import executors_read
 
     return EXECUTORS_READ_BATCH if executors_read(url) else DRIVER_READS_BATCH
-
-
-class InjectedCrashError(BabelqError):
-    """Raised by the test hook ``fail_after_batches`` to kill a query mid-run."""
 
 
 def settle_frame(
