@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from babelq.errors import BabelqError, ConfigurationError
 from babelq.pipelines.ledger import Posting
+from babelq.runtime.errors import PermanentError
 
 TRANSIENT_SUFFIX = "0000"
 CLOSED_SUFFIX = "9999"
@@ -64,6 +65,12 @@ SIMULATED_DESCRIPTION = f"{SIMULATED} ({SIMULATED_RULES})"
 
 class CoreBankingError(BabelqError):
     """A transfer core banking did not accept this time (the message is retried, then dead-lettered)."""
+
+
+def refusal_text(exc: BaseException) -> str:
+    """The dead letter's ``error`` for what a bank raised: its own words, saying who refused."""
+    text = str(exc) if isinstance(exc, (CoreBankingError, PermanentError)) else f"{type(exc).__name__}: {exc}"
+    return text if text.startswith("core banking") else f"core banking: {text}"
 
 
 class Bank(Protocol):

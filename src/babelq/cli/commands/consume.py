@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from babelq.pipelines.consume import ConsumeStats, consume, load_pipeline
     from babelq.pipelines.consume.files import check_files_cluster
     from babelq.pipelines.consume.metrics import serve_consume_metrics
-    from babelq.pipelines.consume.sinks import open_sink
+    from babelq.pipelines.consume.sinks import open_sink, sink_prefix
     from babelq.spark.session import explicit_master
 
     url = required_broker_url(args)
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value <= 0:
             raise ConfigurationError(f"{option}: must be more than 0 seconds, got {value:g}")
     pipeline = load_pipeline(args.app)
-    open_sink(args.sink).close()  # a bad --sink fails now, before Spark starts
+    open_sink(args.sink, prefix=sink_prefix(pipeline)).close()  # a bad --sink fails now, before Spark starts
     until_drained = args.trigger is None
     timeout = args.timeout if args.timeout is not None else (3_600.0 if until_drained else None)
     queue = args.queue or pipeline.queue

@@ -4,7 +4,8 @@
 runtime counter             consume outcomes
 ==========================  ====================================================================
 ``received``                every message a micro-batch took (a retried message each time)
-``handled``                 ``handled``: the handler returned and its writes committed
+``handled``                 ``handled`` (the pipeline's ``handled_as``): the handler returned and its
+                            writes committed
 ``failed``                  the handler raised: ``retried/handler``, ``dead_lettered/max_attempts``
 ``retried``                 ``retried``
 ``released``                ``deferred``
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from babelq.pipelines.consume.partition import HANDLED
 from babelq.pipelines.settle.metrics import SettleMetrics, runtime_counters
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ def consume_counters(stats: ConsumeStats) -> dict[str, int]:
     with stats.lock:
         outcomes = dict(stats.outcomes)
         received = stats.messages
-    return runtime_counters(outcomes, received, handled=HANDLED)
+        handled = stats.handled
+    return runtime_counters(outcomes, received, handled=handled)
 
 
 def consume_families(stats: ConsumeStats) -> list[Family]:

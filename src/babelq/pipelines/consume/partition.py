@@ -75,7 +75,8 @@ log = logging.getLogger(__name__)
 
 #: DDL of what :func:`consume_partition` yields: messages per (URN, outcome, cause) of the partition.
 OUTCOME_SCHEMA = "urn STRING, outcome STRING, cause STRING, n BIGINT"
-#: A handler returned: its writes and the message's processed id committed.
+#: A handler returned: its writes and the message's processed id committed (the default of
+#: :attr:`~babelq.pipelines.consume.api.Pipeline.handled_as`).
 HANDLED = "handled"
 #: The retry label's cause: the handler raised.
 HANDLER = "handler"
@@ -205,8 +206,12 @@ def _failed(
     try:
         env = env if env is not None else part.envelope(i)
         if verdict.kind == "dead_letter":
-            return _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
-        return _retried(part, i, env, attempts, error=error)
+            row, outcome, cause = _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
+        else:
+            row, outcome, cause = _retried(part, i, env, attempts, error=error)
+            if outcome != RETRIED:  # out of attempts: counted as max_attempts, whatever the label
+                return row, outcome, cause
+        return row, outcome, verdict.label or cause
     except Exception as again:
         return _unprocessable(part, i, again), DEAD_LETTERED, UNPROCESSABLE
 
@@ -238,6 +243,8 @@ def _retried(part: _Consume, i: int, env: Envelope, attempts: int, *,
     return row, DEAD_LETTERED, cause
 
 
+#: the verdicts whose message is done: its id stays processed
+_DONE = frozenset({"done", "duplicate"})
 #: a batch handler's row: (row of the partition, its reconciled attempts)
 _BatchRow = tuple[int, int]
 
@@ -262,6 +269,8 @@ def _batch(part: _Consume, urn: str, rows: Sequence[_BatchRow]) -> Any:
         pa.array([correlations[i] for i in at], pa.string()),
         pa.array([texts[i] if texts[i] is not None else orjson.dumps(part.envelope(i).data).decode()
                   for i in at], pa.string()),
+        pa.array(_ids(part, rows), pa.string()),
+        pa.array([part.now] * n, pa.int64()),
     ], names=list(BATCH_COLUMNS))
     return batch.to_pandas() if urn in part.consume.pipeline.pandas_urns else batch
 
@@ -286,7 +295,7 @@ def _verdicts(result: object, n: int, urn: str) -> list[Verdict]:
             out.append(verdict)
         else:
             raise TypeError(f"batch handler {urn!r}: row {k} is a {type(verdict).__name__}, not a verdict "
-                            "(DONE, retry(...), dead_letter(...), unavailable(...)) or None")
+                            "(DONE, duplicate(...), retry(...), dead_letter(...), unavailable(...)) or None")
     return out
 
 
@@ -314,7 +323,8 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
                 down = next((v for v in verdicts if v.kind == "unavailable"), None)
                 if down is not None:
                     raise UnavailableError(str(down.reason))
-                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True) if v.kind != "done"]
+                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True)
+                          if v.kind not in _DONE]
                 if failed:
                     sink.unclaim_ids(tx, failed)
                 sink.keep_rows(view, {m for m, v in zip(shown, verdicts, strict=True) if v.kind == "done"})
@@ -326,9 +336,13 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
     if len(fresh) < len(rows):
         done.counts[urn, DUPLICATE, ALREADY_PROCESSED] += len(rows) - len(fresh)
     retried = 0
+    handled = part.consume.pipeline.handled_as
     for (i, attempts), verdict in zip(fresh, verdicts, strict=True):
         if verdict.kind == "done":
-            done.counts[urn, HANDLED, ""] += 1
+            done.counts[urn, handled, ""] += 1
+            continue
+        if verdict.kind == "duplicate":
+            done.counts[urn, DUPLICATE, verdict.cause or ""] += 1
             continue
         row, outcome, cause = _failed(part, i, None, attempts, verdict)
         retried += outcome == RETRIED
@@ -429,7 +443,8 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
                 outbound.append(row)
                 done.labels[row.key] = (urn, outcome, cause)
                 continue
-            done.counts[urn, HANDLED if claimed else DUPLICATE, "" if claimed else ALREADY_PROCESSED] += 1
+            done.counts[urn, pipeline.handled_as if claimed else DUPLICATE,
+                        "" if claimed else ALREADY_PROCESSED] += 1
         for batches in rounds:
             for urn, rows in batches.items():
                 _run_batch(part, sink, tx, urn, rows, outbound=outbound, done=done)

@@ -36,8 +36,7 @@ from babelq.pipelines.consume.partition import (
     consume_partition,
     publish_outbox,
 )
-from babelq.pipelines.consume.sink import DEFAULT_PREFIX
-from babelq.pipelines.consume.sinks import open_sink
+from babelq.pipelines.consume.sinks import open_sink, sink_prefix
 from babelq.pipelines.settle.classify import Classifier, decoded
 from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.pipelines.settle.query import (
@@ -62,6 +61,8 @@ class ConsumeStats(SettleStats):
     counts by URN: ``by_urn[(urn, outcome, cause)]``."""
 
     by_urn: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: the outcome of a message its handler did (the pipeline's ``handled_as``, set by the run)
+    handled: str = "handled"
 
     def record_batch(self, counts: dict[tuple[str, str, str], int], seconds: dict[str, float],
                      readers: dict[str, int]) -> None:
@@ -177,6 +178,7 @@ class ConsumeQuery:
         """Run the query until the queue is drained (``until_drained``) or ``timeout`` seconds pass."""
         config = self.config
         stats = stats or ConsumeStats()
+        stats.handled = config.pipeline.handled_as
         acks = BatchAcks(config.settle, checkpoint, stats)
         body = partial(_process_batch, config=config, classifier=self.classifier, stats=stats, acks=acks,
                        fail_after_batches=fail_after_batches)
@@ -249,12 +251,13 @@ def prepare_consume(
     url: str,
     sink: str | Path,
     queue: str | None = None,
-    prefix: str = DEFAULT_PREFIX,
+    prefix: str | None = None,
     max_messages_per_batch: int | None = None,
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
 ) -> ConsumeQuery:
-    """Everything :func:`consume` does before its query starts (its arguments)."""
+    """Everything :func:`consume` does before its query starts (its arguments; ``prefix``, of
+    babelq's tables in the sink: None for the pipeline's, else ``babelq_``)."""
     from babelq.pipelines.cluster_checks import check_session_targets, session_master
     from babelq.pipelines.consume.files import check_files_cluster
     from babelq.spark.datasource import register
@@ -269,6 +272,8 @@ def prepare_consume(
     check_session_targets(spark, broker=url, ledger=sink, ledger_option="sink")
     check_files_cluster(session_master(spark), str(sink))
     register(spark)
+    if prefix is None:
+        prefix = sink_prefix(pipeline)
     config = ConsumeConfig(url=url, queue=queue or pipeline.queue, sink=str(sink), pipeline=pipeline,
                            prefix=prefix, max_attempts=pipeline.max_attempts,
                            retry_delay_ms=pipeline.retry_delay_ms)

@@ -56,7 +56,7 @@ from babelq.envelope import Envelope, annotate, decode, dlq_name, now_ms, poison
 from babelq.envelope.constants import INT64_MAX
 from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines import TRANSFER_URN
-from babelq.pipelines.core_banking import BankChoice, CoreBankingError, bank_post
+from babelq.pipelines.core_banking import BankChoice, bank_post, refusal_text
 from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import Ledger, Outbound, Posting, open_ledger, outbox_key
 from babelq.pipelines.settle.classify import CLASSIFIED
@@ -321,10 +321,7 @@ def _handle(part: _Partition, i: int) -> None:
     part.posted_rows[mid] = i
 
 
-def _bank_error(exc: Exception) -> str:
-    """The dead letter's ``error`` for a refusal: core banking's own words, saying who refused."""
-    text = str(exc) if isinstance(exc, (CoreBankingError, PermanentError)) else f"{type(exc).__name__}: {exc}"
-    return text if text.startswith("core banking") else f"core banking: {text}"
+_bank_error = refusal_text
 
 
 def _failed(part: _Partition, i: int, attempts: int, failure: str) -> None:
