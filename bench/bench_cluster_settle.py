@@ -85,6 +85,7 @@ def settle_queue(spark: Any, payload: list[bytes], expected: int, *, batch: int,
     the ledger, clean up."""
     import psycopg
 
+    import babelq.pipelines.consume.query as engine
     import babelq.pipelines.settle.query as settle_module
     from babelq.envelope import dlq_name
     from babelq.pipelines.ledger import open_ledger
@@ -100,15 +101,15 @@ def settle_queue(spark: Any, payload: list[bytes], expected: int, *, batch: int,
         for start in range(0, len(payload), 20_000):
             transport.publish_many(queue, [Outgoing(b) for b in payload[start:start + 20_000]])
         busy: list[float] = []
-        original = settle_module.process_batch
-        settle_module.process_batch = timed_calls(original, busy)
+        original = engine._process_batch
+        engine._process_batch = timed_calls(original, busy)  # type: ignore[assignment]
         try:
             run = settle_module.settle(
                 spark, url=REDIS, queue=queue, ledger=ledger, checkpoint=work / f"ck-{tag}",
                 retry_delay_ms=50, max_messages_per_batch=batch, num_partitions=PARTITIONS, timeout=900,
             )
         finally:
-            settle_module.process_batch = original
+            engine._process_batch = original  # type: ignore[assignment]
         book = open_ledger(ledger)
         try:
             entries = book.totals()[0]

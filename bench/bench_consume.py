@@ -94,7 +94,7 @@ def _classified_rows(n: int) -> list[object]:
     import pyarrow as pa
 
     from babelq.envelope import make, now_ms
-    from babelq.pipelines.settle.classify import CLASSIFIED
+    from babelq.pipelines.consume.classify import CLASSIFIED
 
     envelopes = [make(URN, {"i": i, "sku": "ABC-123"}, queue="bench") for i in range(n)]
     now = now_ms()

@@ -89,18 +89,23 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
               partitions: int) -> tuple[float, int, float, dict[str, float]]:
     """(seconds of the settle call, messages settled, seconds inside foreachBatch, seconds per phase of
     the partitions' Python work summed over the tasks: the current code's profile)."""
+    import babelq.pipelines.consume.query as engine
     import babelq.pipelines.settle.query as settle_module
     from babelq.pipelines.ledger import open_ledger
 
     busy: list[float] = []
-    original, original_decoded = settle_module.process_batch, settle_module.decoded  # type: ignore[attr-defined]
+    original, original_decoded = engine._process_batch, engine.decoded
     if before:  # the old micro-batch body, on the raw stream as before (it decodes in Python)
         import settle_before
 
-        settle_module.process_batch = timed_calls(settle_before.process_batch, busy)
-        settle_module.decoded = lambda df: df  # type: ignore[attr-defined,assignment]
+        def old_body(df: Any, batch_id: int, *, config: Any, stats: Any, **_: Any) -> None:
+            old = settle_before.SettleConfig(url=config.url, queue=config.queue, ledger=config.sink)
+            settle_before.process_batch(df, batch_id, config=old, stats=stats)
+
+        engine._process_batch = timed_calls(old_body, busy)  # type: ignore[assignment]
+        engine.decoded = lambda df: df  # type: ignore[assignment]
     else:
-        settle_module.process_batch = timed_calls(original, busy)
+        engine._process_batch = timed_calls(original, busy)  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-settle-") as tmp:
             url = f"sqlite://{tmp}/q.db"
@@ -118,8 +123,8 @@ def one_round(spark: Any, payload: list[bytes], expected: int, *, before: bool, 
                                  f"posted {entries} of {expected}")
             return run.seconds, run.stats.messages, sum(busy), dict(run.stats.seconds)
     finally:
-        settle_module.process_batch = original
-        settle_module.decoded = original_decoded  # type: ignore[attr-defined]
+        engine._process_batch = original  # type: ignore[assignment]
+        engine.decoded = original_decoded
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ master Spark's Python workers run there too; on a cluster, give a path every exe
 talk to your bank's API). What ``post`` raises tells settle what to do with the message:
 
 * ``PermanentError``: refused for good, the message is dead-lettered now;
-* ``UnavailableError``: the bank is down, not the message's fault: the micro-batch comes again;
+* ``UnavailableError``: the bank is down, not the message's fault: the work is run again later;
 * anything else: this attempt failed, the message is retried, then dead-lettered.
 
 settle may hand ``post`` a payment it already accepted (a micro-batch delivered again after a

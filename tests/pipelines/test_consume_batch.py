@@ -37,9 +37,8 @@ from babelq.pipelines.consume import (
     retry,
     unavailable,
 )
-from babelq.pipelines.consume.partition import ConsumeConfig, consume_partition
+from babelq.pipelines.consume.partition import READ_BY, SECONDS, ConsumeConfig, consume_partition
 from babelq.pipelines.consume.sinks import open_sink
-from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.runtime.errors import PermanentError
 
 pytestmark = [pytest.mark.spark]
@@ -175,7 +174,7 @@ def pool(spark: Any) -> Any:
     """The pool's rows as the JVM classifies them (a pyarrow Table, in the pool's order)."""
     import pyarrow as pa
 
-    from babelq.pipelines.settle.classify import Classifier, decoded
+    from babelq.pipelines.consume.classify import Classifier, decoded
 
     bodies = _pool()
     df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")

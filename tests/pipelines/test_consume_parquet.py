@@ -24,9 +24,8 @@ from babelq.envelope import make
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.consume import Pipeline, consume, load_pipeline
 from babelq.pipelines.consume.files import STAGING, FilesSink, check_files_cluster, files_target
-from babelq.pipelines.consume.partition import ConsumeConfig, consume_partition
+from babelq.pipelines.consume.partition import READ_BY, SECONDS, ConsumeConfig, consume_partition
 from babelq.pipelines.consume.sinks import open_sink
-from babelq.pipelines.settle.partition import READ_BY, SECONDS
 from babelq.transports import Outgoing, open_transport
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -118,7 +117,7 @@ def test_the_orders_example_into_parquet_each_order_once_each_bad_message_dead_l
 @pytest.fixture(scope="module")
 def classified(spark: Any, pipeline: Pipeline) -> Any:
     """The bodies of :func:`_bodies` as the consume rules classify them (a pyarrow Table)."""
-    from babelq.pipelines.settle.classify import Classifier, decoded
+    from babelq.pipelines.consume.classify import Classifier, decoded
 
     bodies, _ = _bodies(QUEUE)
     df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from payment_fixtures import transfer
-
 from babelq.envelope import annotate, decode, make, poison_record
 from babelq.pipelines.dlq import redrive_messages, selector, triage
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 
 def test_triage_and_redrive(tmp_path: Path, unique_queue: str) -> None:

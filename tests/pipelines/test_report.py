@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payment_fixtures import transfer
 from png_pixels import Png, read_png
 
 from babelq.envelope import annotate, poison_record
@@ -26,6 +25,7 @@ from babelq.errors import ConfigurationError
 from babelq.pipelines.money import Tally, ValueGroup, format_minor, format_money, parse_minor
 from babelq.transports import Outgoing, open_transport
 from conftest import require_chromium
+from payment_fixtures import transfer
 
 VERDICT_GREEN = (46, 125, 79)  # .verdict's background
 VERDICT_RED = (179, 38, 30)  # .verdict.fail's

@@ -8,11 +8,11 @@ from typing import Any
 
 import orjson
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode, make, now_ms, original_bytes
 from babelq.pipelines.ledger import Posting, open_ledger
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

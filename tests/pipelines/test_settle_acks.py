@@ -1,6 +1,6 @@
 """Settle's background acks: the last micro-batch counts as acked only once its own ack is done.
 
-The acks run in a thread (:class:`babelq.pipelines.settle.query.BatchAcks`), so an older batch's
+The acks run in a thread (:class:`babelq.pipelines.consume.query.BatchAcks`), so an older batch's
 ack can finish while the next batch is already settling; settle's drain check reads
 ``stats.last_batch_acked``, and a stale ``True`` there would let it call a queue drained while
 the latest batch's messages are still held. The ack itself is real in the settle tests (SQLite,
@@ -15,20 +15,21 @@ from pathlib import Path
 
 import pytest
 
-import babelq.pipelines.settle.query as settle_query
-from babelq.pipelines.settle.partition import SettleConfig
-from babelq.pipelines.settle.query import BatchAcks, SettleStats
+import babelq.pipelines.consume.query as consume_query
+from babelq.pipelines.consume.partition import ConsumeConfig
+from babelq.pipelines.consume.query import BatchAcks
+from babelq.pipelines.settle import SettleConfig, SettleStats
 
 
 class _GatedAck:
-    """ack_settled's stand-in: every batch's ack waits until the test opens its gate."""
+    """ack_committed's stand-in: every batch's ack waits until the test opens its gate."""
 
     def __init__(self) -> None:
         self.gates: dict[int, threading.Event] = {}
         self.started: dict[int, threading.Event] = {}
         self.done: list[int] = []
 
-    def __call__(self, config: SettleConfig, checkpoint: str | Path, batch_id: int) -> bool:
+    def __call__(self, config: ConsumeConfig, checkpoint: str | Path, batch_id: int) -> bool:
         self.started.setdefault(batch_id, threading.Event()).set()
         self.gates.setdefault(batch_id, threading.Event()).wait(30)
         self.done.append(batch_id)
@@ -41,14 +42,14 @@ class _GatedAck:
 @pytest.fixture
 def gated(monkeypatch: pytest.MonkeyPatch) -> _GatedAck:
     ack = _GatedAck()
-    monkeypatch.setattr(settle_query, "ack_settled", ack)
+    monkeypatch.setattr(consume_query, "ack_committed", ack)
     return ack
 
 
 def _acks(tmp_path: Path) -> tuple[BatchAcks, SettleStats]:
     stats = SettleStats()
     config = SettleConfig(url=f"sqlite://{tmp_path}/q.db", queue="payments", ledger=str(tmp_path / "l.db"))
-    return BatchAcks(config, tmp_path / "ck", stats), stats
+    return BatchAcks(config.consume(config.pipeline()), tmp_path / "ck", stats), stats
 
 
 def test_an_older_batch_ack_does_not_mark_the_latest_batch_acked(gated: _GatedAck, tmp_path: Path) -> None:
@@ -87,10 +88,10 @@ def test_close_waits_for_the_acks_asked_for(gated: _GatedAck, tmp_path: Path) ->
 def test_a_failing_ack_is_logged_and_leaves_the_batch_unacked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(config: SettleConfig, checkpoint: str | Path, batch_id: int) -> bool:
+    def broken(config: ConsumeConfig, checkpoint: str | Path, batch_id: int) -> bool:
         raise RuntimeError("the offset log cannot be read")
 
-    monkeypatch.setattr(settle_query, "ack_settled", broken)
+    monkeypatch.setattr(consume_query, "ack_committed", broken)
     acks, stats = _acks(tmp_path)
     acks.expect(0)
     stats.record({("posted", ""): 1})

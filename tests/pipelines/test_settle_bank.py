@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode
 from babelq.errors import ConfigurationError
@@ -30,8 +29,9 @@ from babelq.pipelines.core_banking import (
     parse_bank,
 )
 from babelq.pipelines.ledger import Posting, open_ledger
-from babelq.pipelines.settle.partition import SettleConfig
+from babelq.pipelines.settle import SettleConfig
 from babelq.transports import open_transport
+from payment_fixtures import transfer
 
 #: A bank as a person would write one: it records each answer in a journal file (one JSON line,
 #: with the process that gave it), refuses one reference for good, times out once on another and
@@ -156,8 +156,8 @@ def test_a_bank_that_names_nothing_usable_is_a_configuration_error(
 
 def _run(spark: Any, config: SettleConfig, bodies: list[bytes]) -> dict[tuple[str, str], int]:
     """One micro-batch of ``bodies``, settled by two partitions as the streaming query does."""
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")
     return settle_frame(decoded(df), config)
@@ -221,8 +221,8 @@ def test_a_bank_that_is_down_fails_the_micro_batch_and_commits_nothing(
     url = f"sqlite://{tmp_path}/q.db"
     config = SettleConfig(url=url, queue=unique_queue, ledger=str(tmp_path / "ledger.db"),
                           bank=parse_bank(f"{bank}:post"))
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     bodies = [transfer(f"PAY-{i}", unique_queue).encode() for i in range(4)]
     bodies.insert(2, transfer("PAY-DOWN", unique_queue).encode())

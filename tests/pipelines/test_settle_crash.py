@@ -7,7 +7,7 @@ a micro-batch left to fire on), then at random:
 * once right after the driver acked a settled micro-batch, before Spark wrote it to the commit
   log (failpoint ``settle.after_batch_ack``: the next run replays a batch whose messages are gone);
 * once right after a micro-batch's ledger commit, before its dead letters and retries are
-  published (failpoint ``settle.after_ledger_commit``);
+  published (failpoint ``settle.after_sink_commit``);
 * once right after the broker accepted those, before the outbox marked them (failpoint
   ``settle.after_outbox_publish``: the one window where a dead letter can be written twice);
 * three times at random moments, each shortly after the ledger showed progress (so the kill
@@ -108,7 +108,7 @@ def test_settle_killed_six_times_still_reconciles(spark: Any, tmp_path: Path, un
     # leave none (a run that drains the queue within its 0-1.5 s before the kill finishes, and a
     # failpoint run then finds nothing to settle). A random kill that finds the work done is only logged.
     _run_to_failpoint(args, "settle.after_batch_ack", log)
-    _run_to_failpoint(args, "settle.after_ledger_commit", log)
+    _run_to_failpoint(args, "settle.after_sink_commit", log)
     _run_to_failpoint(args, "settle.after_outbox_publish", log)
     for _ in range(3):
         _kill_after_progress(args, ledger_file, rng, log)

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payment_fixtures import transfer
 
 from babelq.pipelines.ledger import open_ledger
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

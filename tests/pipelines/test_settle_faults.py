@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode, original_bytes
 from babelq.pipelines.core_banking import CoreBankingSimulator
 from babelq.pipelines.ledger import Posting, open_ledger
-from babelq.pipelines.settle.partition import SettleConfig
+from babelq.pipelines.settle import SettleConfig
 from babelq.transports import open_transport
 from conftest import require_service
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark]
 
@@ -32,8 +32,8 @@ PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 def _run(spark: Any, config: SettleConfig, bodies: list[bytes]) -> dict[tuple[str, str], int]:
     """One micro-batch of ``bodies``, settled by two partitions as the streaming query does."""
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     df = spark.createDataFrame([(b, 0) for b in bodies], "body binary, broker_attempts int")
     return settle_frame(decoded(df), config)

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode
-from babelq.pipelines.settle.partition import SettleConfig
+from babelq.pipelines.settle import SettleConfig
 from babelq.transports import open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark]
 
@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.spark]
 def _settle(
     spark: Any, tmp_path: Path, queue: str, rows: list[tuple[bytes, int]]
 ) -> dict[tuple[str, str], int]:
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     config = SettleConfig(
         url=f"sqlite://{tmp_path}/q.db", queue=queue, ledger=str(tmp_path / "ledger.db"), max_attempts=3
@@ -75,8 +75,8 @@ def test_a_row_is_judged_at_the_time_the_broker_handed_it_over(
     value in the data, so every micro-batch runs the same generated code), and the partition's
     postings are stamped with it."""
     from babelq.envelope import now_ms
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     handed_over = now_ms() - 3_600_000  # an hour ago
     # expired now, not when the broker handed it over
@@ -100,8 +100,8 @@ def test_a_row_without_a_reserved_at_is_judged_at_the_current_time(
 ) -> None:
     """A DataFrame whose ``reserved_at`` is null for a row is not let off its expiry."""
     from babelq.envelope import now_ms
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     expired = transfer("PAY-X2", unique_queue, expire_at=now_ms() - 1)
     config = SettleConfig(url=f"sqlite://{tmp_path}/q.db", queue=unique_queue,

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode, dlq_name
 from babelq.pipelines.dlq import redrive_messages
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import orjson
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode, make, now_ms, original_bytes
 from babelq.pipelines import TRANSFER_URN
 from babelq.pipelines.core_banking import CoreBankingSimulator
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import decode, dlq_name, now_ms
 from babelq.pipelines.ledger import open_ledger
-from babelq.pipelines.settle.partition import HANDLED_URNS, SettleConfig
+from babelq.pipelines.settle import HANDLED_URNS, SettleConfig
 from babelq.transports import open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark]
 
@@ -33,7 +33,7 @@ def _frame(spark: Any, halves: tuple[list[bytes], list[bytes]]) -> Any:
 
 
 def test_the_settle_plan_has_no_shuffle(spark: Any, tmp_path: Path, unique_queue: str) -> None:
-    from babelq.pipelines.settle.classify import classified, decoded
+    from babelq.pipelines.consume.classify import classified, decoded
     from babelq.runtime.rules import RetryPolicy
 
     df = spark.createDataFrame([(transfer("PAY-S1", unique_queue).encode(), 0)],
@@ -44,8 +44,8 @@ def test_the_settle_plan_has_no_shuffle(spark: Any, tmp_path: Path, unique_queue
 
 
 def test_copies_read_by_two_slots_are_settled_once(spark: Any, tmp_path: Path, unique_queue: str) -> None:
+    from babelq.pipelines.consume.classify import decoded
     from babelq.pipelines.settle import settle_frame
-    from babelq.pipelines.settle.classify import decoded
 
     posted = transfer("PAY-P1", unique_queue)
     retried = transfer("PAY-R1", unique_queue, creditor_account="12340000")  # transient: retried once
@@ -81,7 +81,7 @@ def test_copies_read_by_two_slots_are_settled_once(spark: Any, tmp_path: Path, u
 
 
 def test_the_default_micro_batch_is_big_where_the_executors_read(tmp_path: Path) -> None:
-    from babelq.pipelines.settle.query import DRIVER_READS_BATCH, EXECUTORS_READ_BATCH, default_batch
+    from babelq.pipelines.consume.query import DRIVER_READS_BATCH, EXECUTORS_READ_BATCH, default_batch
 
     assert (EXECUTORS_READ_BATCH, DRIVER_READS_BATCH) == (100_000, 20_000)
     assert default_batch(f"sqlite://{tmp_path}/q.db") == EXECUTORS_READ_BATCH
@@ -115,8 +115,8 @@ def test_settle_reads_a_laravel_layout_redis_queue_through_the_driver(
 ) -> None:
     """``?laravel=1`` opens a layout without tagged reservations although the scheme is redis:
     the source must read it on the driver (its executors cannot reserve by tag there)."""
+    from babelq.pipelines.consume.query import DRIVER_READS_BATCH, default_batch
     from babelq.pipelines.settle import settle
-    from babelq.pipelines.settle.query import DRIVER_READS_BATCH, default_batch
     from babelq.spark.datasource.stream_reader import executors_read
     from babelq.transports import Outgoing
     from conftest import require_service

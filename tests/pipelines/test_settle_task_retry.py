@@ -10,7 +10,7 @@ retried payments wait for another run, the DLQ misses its records.
 
 Here the session-wide ``spark`` fixture (``local[2]``: Spark never retries a task) will not do, so
 the run is a child process on ``local[2,3]`` (three attempts per task), with the failpoint armed
-to SIGKILL only the Python worker that first reaches ``settle.after_ledger_commit``.
+to SIGKILL only the Python worker that first reaches ``settle.after_sink_commit``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from payment_fixtures import transfer
 
 from babelq.envelope import dlq_name, now_ms
 from babelq.pipelines.failpoints import ENV as FAILPOINT_ENV
 from babelq.pipelines.failpoints import ONCE_ENV
 from babelq.pipelines.ledger import open_ledger
 from babelq.transports import Outgoing, open_transport
+from payment_fixtures import transfer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -64,7 +64,7 @@ def test_a_task_killed_after_its_ledger_commit_is_retried_and_its_outbox_still_p
     transport.publish_many(unique_queue, [Outgoing(e.encode()) for e in posted + flaky + expired])
     transport.close()
 
-    env = {**os.environ, FAILPOINT_ENV: "settle.after_ledger_commit:process",
+    env = {**os.environ, FAILPOINT_ENV: "settle.after_sink_commit:process",
            ONCE_ENV: str(tmp_path / "failpoint-fired")}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, url, unique_queue, str(ledger_path), str(tmp_path / "ck")],

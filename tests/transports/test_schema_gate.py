@@ -113,7 +113,7 @@ def test_the_sources_rows_carry_the_refusal_both_ways_they_are_built() -> None:
 @pytest.mark.spark
 def test_settle_judges_a_refused_row_by_the_property_alone(spark: Any) -> None:
     from babelq.envelope import now_ms
-    from babelq.pipelines.settle.classify import classified, decoded
+    from babelq.pipelines.consume.classify import classified, decoded
     from babelq.runtime.rules import UNSUPPORTED, RetryPolicy
 
     good = make(URN, {"order_id": 1}, queue="orders").encode()

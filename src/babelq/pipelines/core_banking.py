@@ -19,13 +19,16 @@ worker handler's does (:func:`babelq.runtime.routing.invoke`):
 * raises :class:`~babelq.runtime.errors.PermanentError`: refused for good; dead-lettered now
   (reason ``failed``, the error's ``cause`` or ``rejected``);
 * raises :class:`~babelq.errors.UnavailableError`: core banking itself is down, which is never
-  the message's fault: the micro-batch fails and is delivered again;
+  the message's fault: the partition's transaction is run again after a pause, and when the
+  outage lasts the micro-batch fails and is delivered again;
 * raises anything else (:class:`CoreBankingError`, a timeout...): a failed attempt, retried
   after the backoff and dead-lettered (cause ``max_attempts``) once the attempts ran out.
 
-``post`` runs before the partition's ledger transaction, so it may see a payment again (a
-micro-batch delivered again after a crash, a copy read by two slots, the same payment under
-another ``meta.id``): it must be idempotent on ``payment_reference``, as the ledger is.
+``post`` runs inside the partition's ledger transaction, before the payment is written (the
+payments pipeline's batch handler, :mod:`babelq.pipelines.payments`), so it may see a payment
+again (a transaction run again through an outage, a micro-batch delivered again after a crash,
+a copy read by two slots, the same payment under another ``meta.id``): it must be idempotent
+on ``payment_reference``, as the ledger is.
 
 ``MODULE`` is a dotted module name or a path to a ``.py`` file. Spark's Python workers import
 it themselves (:func:`bank_post`): only the spec (:class:`BankSpec`) travels with the task, never
@@ -46,7 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from babelq.errors import ConfigurationError
+from babelq.errors import ConfigurationError, PermanentError
 from babelq.errors import CoreBankingError as CoreBankingError
 from babelq.pipelines.ledger import Posting
 
@@ -61,6 +64,12 @@ SIMULATED_RULES = (
 )
 #: :func:`describe_bank` of the simulator
 SIMULATED_DESCRIPTION = f"{SIMULATED} ({SIMULATED_RULES})"
+
+
+def refusal_text(exc: BaseException) -> str:
+    """The dead letter's ``error`` for what a bank raised: its own words, saying who refused."""
+    text = str(exc) if isinstance(exc, (CoreBankingError, PermanentError)) else f"{type(exc).__name__}: {exc}"
+    return text if text.startswith("core banking") else f"core banking: {text}"
 
 
 class Bank(Protocol):

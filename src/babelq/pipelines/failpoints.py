@@ -17,10 +17,11 @@ SIGKILLs only the process that reaches the point (a Spark task's Python worker, 
 executor dies), and ``$BABELQ_FAILPOINT_ONCE=<path>`` fires a point only in the process that
 creates ``<path>`` first, so the task's retry runs through.
 
-The points: ``settle.after_ledger_commit``, ``settle.after_outbox_publish`` (in the tasks),
-``settle.after_batch_ack`` (in the driver: settle acked a micro-batch, Spark has not committed it);
-``consume.after_sink_commit`` and ``consume.after_outbox_publish`` (in ``babelq consume``'s tasks),
-``consume.files_staged`` (a files sink's files written in staging, the transaction not committed).
+The points of a consume run, named after the run (``consume``, or ``settle`` for ``babelq settle``):
+``<run>.after_sink_commit`` and ``<run>.after_outbox_publish`` (in the tasks),
+``<run>.after_batch_ack`` (in the driver: the run acked a micro-batch, Spark has not committed
+it); and ``consume.files_staged`` (a files sink's files written in staging, the transaction not
+committed).
 """
 
 from __future__ import annotations

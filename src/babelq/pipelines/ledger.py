@@ -136,6 +136,17 @@ class Settled:
 REFERENCE_CONFLICT = "reference_conflict"
 UNPOSTABLE = "unpostable"
 
+def conflict_reason(reference: str) -> str:
+    """Why a posting reusing the posted ``reference`` with other details is refused."""
+    return (f"payment_reference {reference!r} is already posted with different details; a reference "
+            "identifies one payment")
+
+
+def unpostable_reason(error: str) -> str:
+    """Why a posting the ledger's database refused (``error``, its first line) is dead-lettered."""
+    return f"the ledger database refused the posting: {error}"
+
+
 #: Builds the dead letter of a posting the ledger refused, from (posting, cause, why); the
 #: caller knows the envelope.
 Refusal = Callable[[Posting, str, str], Outbound]
@@ -286,10 +297,7 @@ class Ledger(ABC):
                 if existing is not None and p.same_payment(existing):
                     out.duplicate_payments += 1  # the same payment under another meta.id: posted once
                 else:
-                    conflicts[p.message_id] = (REFERENCE_CONFLICT, (
-                        f"payment_reference {p.payment_reference!r} is already posted with different "
-                        "details; a reference identifies one payment"
-                    ))
+                    conflicts[p.message_id] = (REFERENCE_CONFLICT, conflict_reason(p.payment_reference))
             if conflicts:  # their ids were claimed: a refused payment is not processed
                 self._unclaim_ids(list(conflicts))
                 refused.update(conflicts)
@@ -327,7 +335,7 @@ class Ledger(ABC):
                     got = self._insert_entries([p]) if claimed else set()
             except _DataRefusedError as exc:  # rolled back to the savepoint: nothing of it was written
                 fresh.append(p)
-                refused[p.message_id] = (UNPOSTABLE, f"the ledger database refused the posting: {exc}")
+                refused[p.message_id] = (UNPOSTABLE, unpostable_reason(str(exc)))
                 continue
             if claimed:
                 fresh.append(p)
@@ -418,18 +426,17 @@ class Ledger(ABC):
     def _ddl(self, integer: str, serial: str, blob: str, keyed: str = "") -> list[str]:
         """The three tables; ``keyed`` ends the DDL of the two tables a text key identifies (SQLite:
         ``WITHOUT ROWID``, the rows stored in the key's own B-tree instead of a second one)."""
-        cols = ", ".join(f"{c} {integer if c in _INTEGER_COLUMNS else 'TEXT'}" for c in _COLUMNS)
         return [
             f"CREATE TABLE IF NOT EXISTS {self.t_ids} "
             f"(message_id TEXT PRIMARY KEY, processed_at {integer} NOT NULL){keyed}",
-            f"CREATE TABLE IF NOT EXISTS {self.t_entries} (entry_id {serial}, {cols})",
+            _entries_table(self.t_entries, integer, serial),
             f"CREATE TABLE IF NOT EXISTS {self.t_outbox} (dedupe_key TEXT PRIMARY KEY, queue TEXT NOT NULL, "
             f"body {blob} NOT NULL, delay_ms {integer} NOT NULL, created_at {integer} NOT NULL, "
             f"published_at {integer}){keyed}",
         ]
 
     def _unique_reference_index(self) -> str:
-        return f"CREATE UNIQUE INDEX IF NOT EXISTS {self.i_reference} ON {self.t_entries} (payment_reference)"
+        return _reference_index(self.i_reference, self.t_entries)
 
     def _doubles_error(self, where: str) -> ConfigurationError:
         return ConfigurationError(
@@ -437,6 +444,27 @@ class Ledger(ABC):
             f"(an older babelq let that happen), so they cannot be made unique; find them with "
             f"SELECT payment_reference, COUNT(*) FROM {self.t_entries} GROUP BY 1 HAVING COUNT(*) > 1"
         )
+
+
+def _entries_table(table: str, integer: str, serial: str) -> str:
+    cols = ", ".join(f"{c} {integer if c in _INTEGER_COLUMNS else 'TEXT'}" for c in _COLUMNS)
+    return f"CREATE TABLE IF NOT EXISTS {table} (entry_id {serial}, {cols})"
+
+
+def _reference_index(index: str, table: str) -> str:
+    return f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} (payment_reference)"
+
+
+def entries_ddl(prefix: str = "", *, postgres: bool) -> list[str]:
+    """The statements that create the ledger's ``<prefix>ledger_entries`` table and its unique
+    ``payment_reference`` index, as :func:`open_ledger` does (for a pipeline whose sink is the ledger)."""
+    if prefix and not _PREFIX.match(prefix):
+        raise ConfigurationError(f"ledger prefix {prefix!r}: must start with a letter or _ and hold only "
+                                 "letters, digits and _ (at most 41 characters)")
+    table = f"{prefix}ledger_entries"
+    integer, serial = ("BIGINT", "BIGSERIAL PRIMARY KEY") if postgres else ("INTEGER", "INTEGER PRIMARY KEY")
+    index = f"{prefix}ledger_entries_payment_reference"
+    return [_entries_table(table, integer, serial), _reference_index(index, table)]
 
 
 #: the SQLite ledger connection's page cache, KiB

@@ -469,7 +469,7 @@ class SettleProgress:
     @staticmethod
     def settled(stats: SettleStats) -> int:
         """Messages with a final outcome so far (not retried, not deferred: those come back)."""
-        from babelq.pipelines.settle.partition import DEFERRED, RETRIED
+        from babelq.pipelines.consume.partition import DEFERRED, RETRIED
 
         with stats.lock:
             return sum(n for (outcome, _), n in stats.outcomes.items() if outcome not in (RETRIED, DEFERRED))

@@ -4,7 +4,7 @@ under which names, and how a failed attempt is retried.
 Two consumers apply them. The worker runtime does, per message in Python
 (:mod:`babelq.runtime.pipeline` and the built-in middleware call the functions here), and so
 does the payments pipeline's ``settle``, per micro-batch as Spark expressions
-(:mod:`babelq.pipelines.settle.classify` builds one ``CASE WHEN`` from :data:`ORDER`, a branch per
+(:mod:`babelq.pipelines.consume.classify` builds one ``CASE WHEN`` from :data:`ORDER`, a branch per
 rule, and asks :class:`RetryPolicy` the same questions). Two copies of the rules would drift
 apart (a cause named in one and not the other, a different backoff, checks in another order), so
 the names, the order and the retry policy live here, below both;

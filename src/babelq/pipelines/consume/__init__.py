@@ -17,7 +17,8 @@ Run it with ``babelq consume --app module:pipeline --broker URL --sink URL --che
 :func:`consume`. One job per module:
 
 * :mod:`~babelq.pipelines.consume.api`: :class:`Pipeline`, :class:`Message`, :func:`marks`, a batch
-  handler's :class:`Verdict` per row (:data:`DONE`, :func:`retry`, :func:`dead_letter`, :func:`unavailable`);
+  handler's :class:`Verdict` per row (:data:`DONE`, :func:`duplicate`, :func:`retry`, :func:`dead_letter`,
+  :func:`unavailable`);
 * :mod:`~babelq.pipelines.consume.sink`: the sink database, babelq's processed ids and outbox in it;
 * :mod:`~babelq.pipelines.consume.files`: a files sink (``parquet:///dir``): rows appended to
   tables of files, the processed ids and outbox in a state database beside them;
@@ -35,6 +36,7 @@ from babelq.pipelines.consume.api import (
     Pipeline,
     Verdict,
     dead_letter,
+    duplicate,
     marks,
     retry,
     unavailable,
@@ -43,4 +45,4 @@ from babelq.pipelines.consume.loader import load_pipeline
 from babelq.pipelines.consume.query import ConsumeRun, ConsumeStats, consume, prepare_consume
 
 __all__ = ["BATCH_COLUMNS", "DONE", "ConsumeRun", "ConsumeStats", "Message", "Pipeline", "Verdict", "consume",
-           "dead_letter", "load_pipeline", "marks", "prepare_consume", "retry", "unavailable"]
+           "dead_letter", "duplicate", "load_pipeline", "marks", "prepare_consume", "retry", "unavailable"]

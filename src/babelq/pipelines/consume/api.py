@@ -21,7 +21,9 @@ A batch handler (:meth:`Pipeline.batch_handler`) is the fast path: it gets a par
 messages of its URN at once, as one Arrow record batch (or a pandas DataFrame), and returns a
 :class:`Verdict` per row (:data:`DONE`, :func:`retry`, :func:`dead_letter`, :func:`unavailable`).
 Its writes are all or nothing for the batch: write only the effects of the rows you call done
-(the batch columns and the exact rules are in :meth:`Pipeline.batch_handler`).
+(the batch columns and the exact rules are in :meth:`Pipeline.batch_handler`). A verdict may
+carry a ``label``, the cause the run counts the row under, and :func:`duplicate` says a row's
+effect was already there (a business key met under another ``meta.id``).
 """
 
 from __future__ import annotations
@@ -111,10 +113,11 @@ class Message:
 
 
 #: The columns of a batch handler's batch, in order (:meth:`Pipeline.batch_handler`).
-BATCH_COLUMNS = ("meta_id", "attempts", "queue", "urn", "trace_id", "correlation_id", "data")
+BATCH_COLUMNS = ("meta_id", "attempts", "queue", "urn", "trace_id", "correlation_id", "data",
+                 "processed_id", "now")
 
-VerdictKind = Literal["done", "retry", "dead_letter", "unavailable"]
-_KINDS = ("done", "retry", "dead_letter", "unavailable")
+VerdictKind = Literal["done", "retry", "dead_letter", "unavailable", "duplicate"]
+_KINDS = ("done", "retry", "dead_letter", "unavailable", "duplicate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,9 @@ class Verdict:
     #: the dead letter's ``error``: a text, or an exception recorded as if the handler had raised it
     reason: str | BaseException | None = None
     cause: str | None = None
+    #: the cause the run counts the row under (its outcome counts and metrics); None: the dead
+    #: letter's cause, ``handler`` for a retry. A bounded set of labels whatever the causes are.
+    label: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -136,24 +142,43 @@ class Verdict:
 DONE = Verdict("done")
 
 
-def retry(reason: str | BaseException) -> Verdict:
+def retry(reason: str | BaseException, *, label: str | None = None) -> Verdict:
     """The row failed this attempt, as if a per-message handler had raised: retried with attempts
     + 1 after the backoff, or dead-lettered (cause ``max_attempts``) once the attempts ran out.
-    An exception is recorded by its text and type, a string as the error alone."""
+    An exception is recorded by its text and type, a string as the error alone. ``label``: the
+    cause the retry is counted under (default ``handler``)."""
     if not isinstance(reason, str | BaseException):
         raise TypeError(f"retry: reason must be a str or an exception, got {type(reason).__name__}")
-    return Verdict("retry", reason)
+    _check_label("retry", label)
+    return Verdict("retry", reason, label=label)
 
 
-def dead_letter(reason: str | BaseException, *, cause: str | None = None) -> Verdict:
+def dead_letter(
+    reason: str | BaseException, *, cause: str | None = None, label: str | None = None
+) -> Verdict:
     """Dead-letter the row now (reason ``failed``), as a per-message handler raising
     :class:`~babelq.runtime.errors.PermanentError` does; the cause is ``cause``, else a
-    PermanentError's own, else ``rejected``."""
+    PermanentError's own, else ``rejected``. ``label``: the cause the row is counted under when
+    it is not the record's (e.g. one label for every refusal whatever its cause)."""
     if not isinstance(reason, str | BaseException):
         raise TypeError(f"dead_letter: reason must be a str or an exception, got {type(reason).__name__}")
+    _check_label("dead_letter", label)
     if cause is None:
         cause = getattr(reason, "cause", None) if isinstance(reason, BaseException) else None
-    return Verdict("dead_letter", reason, cause)
+    return Verdict("dead_letter", reason, cause, label)
+
+
+def duplicate(cause: str = "already_done") -> Verdict:
+    """The row's effect is already there (say, a business key written under another ``meta.id``):
+    done, nothing written for it, its id recorded as processed; counted as ``duplicate`` with
+    ``cause``."""
+    _check_label("duplicate", cause)
+    return Verdict("duplicate", cause=cause)
+
+
+def _check_label(where: str, label: object) -> None:
+    if label is not None and (not isinstance(label, str) or not label):
+        raise TypeError(f"{where}: a label must be a non-empty str, got {label!r}")
 
 
 def unavailable(reason: str = "a dependency is unavailable") -> Verdict:
@@ -169,9 +194,14 @@ class Pipeline:
     Pickled to the executors with every task, so it holds plain data and functions only (the
     compiled schemas are built again in each process)."""
 
-    def __init__(self, queue: str = "default", *, max_attempts: int = 3, retry_delay_ms: int = 1_000) -> None:
+    def __init__(self, queue: str = "default", *, max_attempts: int = 3, retry_delay_ms: int = 1_000,
+                 handled_as: str = "handled", prefix: str | None = None) -> None:
         if not isinstance(queue, str) or not queue:
             raise ConfigurationError(f"queue: must be a non-empty string, got {queue!r}")
+        if not isinstance(handled_as, str) or not handled_as or handled_as.startswith("@"):
+            raise ConfigurationError(f"handled_as: must be a non-empty name, got {handled_as!r}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ConfigurationError(f"prefix: must be a string, got {prefix!r}")
         if type(max_attempts) is not int or max_attempts < 1:
             raise ConfigurationError(f"max_attempts: must be an integer >= 1, got {max_attempts!r}")
         if type(retry_delay_ms) is not int or retry_delay_ms < 0:
@@ -179,6 +209,10 @@ class Pipeline:
         self.queue = queue
         self.max_attempts = max_attempts
         self.retry_delay_ms = retry_delay_ms
+        #: the outcome a message done by its handler is counted under (summary, metrics)
+        self.handled_as = handled_as
+        #: the prefix of babelq's tables in the sink (None: the run's, ``babelq_`` by default)
+        self.prefix = prefix
         self.handlers: dict[str, Handler] = {}
         self.batch_handlers: dict[str, BatchHandler] = {}
         #: the URNs whose batch handler asked for a pandas DataFrame
@@ -214,13 +248,17 @@ class Pipeline:
         (a ``pandas.DataFrame`` with ``as_pandas``) of the columns :data:`BATCH_COLUMNS`:
         ``meta_id`` (``""`` when the producer left it out), ``attempts`` (reconciled with the
         broker's count), ``queue``, ``urn``, ``trace_id``, ``correlation_id`` (null without one)
-        and ``data``, the payload as JSON text (parse the fields you need, e.g. with
+        ``data``, the payload as JSON text (parse the fields you need, e.g. with
         ``pyarrow.json``: babelq does not guess column types, where one odd message would fail
-        the whole batch's conversion).
+        the whole batch's conversion), ``processed_id`` (the id babelq records the message as
+        processed under: ``meta_id``, or ``sha256:`` and the body's digest without one) and
+        ``now`` (the partition's time in ms: the latest time the broker handed one of its
+        messages over, which the consume rules judged them by; the same on every row).
 
         ``fn`` returns a :class:`Verdict` (or None, done) per row, in order, or None when every
-        row is done. It runs in one savepoint of the partition's transaction with ``tx``: when it
-        returns, its writes commit with the processed ids of the rows done and the retries and
+        row is done (:func:`duplicate`: done, its effect was already there). It runs in one
+        savepoint of the partition's transaction with ``tx``: when it returns,
+        its writes commit with the processed ids of the rows done and the retries and
         dead letters of the others, so write only the done rows' effects. When it raises, its
         writes are rolled back and every row failed this attempt, as each message would with a
         per-message handler raising the same exception (so :class:`~babelq.runtime.errors.PermanentError`

@@ -1,14 +1,17 @@
 """A consume pipeline's work on one partition of a micro-batch: handlers, one sink transaction, outbox.
 
-Settle's machinery (:mod:`babelq.pipelines.settle.partition`) with the user's handlers and the
-user's database instead of the payments ledger. The rows come classified by the consume rules
-on the JVM (:mod:`babelq.pipelines.settle.classify`); per row, in order:
+Runs in a Spark Python worker, in every partition of the micro-batch at once, over the Arrow
+batches of the rows :mod:`babelq.pipelines.consume.classify` made on the JVM in the same task:
+read from the broker by this partition's slot, decoded, given their consume rule (``rule``).
+Only the rows that need it are read further in Python; the bodies stay in Arrow otherwise. A row
+is a copy when the partition met the same ``meta.id`` at the same body attempts and verdict
+earlier (:func:`_copies`; copies read by two slots are told apart by the sink). Per row, in order:
 
 1. rule ``poison`` / ``unsupported`` -> DLQ with the exact bytes kept;
 2. ``meta.id`` already processed in the sink -> dropped (duplicate, ``already_processed``);
 3. a copy met earlier in the partition -> dropped (duplicate, ``in_batch``);
 4. ``expired`` -> DLQ; ``deferred`` -> put back for the rest of its delay; ``unknown_urn`` -> DLQ
-   (settle's own code for these, :func:`~babelq.pipelines.settle.partition._before_handler`);
+   (:func:`_before_handler`);
 5. data breaking the URN's JSON Schema -> DLQ (reason ``failed``, cause ``schema``), the handler
    is not called;
 6. the handler, in a savepoint of the partition's transaction with the message's id claimed in
@@ -33,49 +36,34 @@ babelq (an envelope that cannot be re-encoded) is dead-lettered alone (cause ``u
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from babelq.envelope import Envelope, annotate, decode, now_ms, poison_record, record_or_poison
+from babelq.envelope import Envelope, annotate, decode, dlq_name, now_ms, poison_record, record_or_poison
 from babelq.envelope.constants import INT64_MAX
-from babelq.errors import UnavailableError
+from babelq.errors import DecodeError, UnavailableError
 from babelq.pipelines.consume.api import BATCH_COLUMNS, DONE, Message, Pipeline, Verdict, dead_letter, retry
+from babelq.pipelines.consume.classify import CLASSIFIED
 from babelq.pipelines.consume.sink import DEFAULT_PREFIX, Sink
 from babelq.pipelines.consume.sinks import open_sink
 from babelq.pipelines.failpoints import failpoint
-from babelq.pipelines.ledger import Outbound
-from babelq.pipelines.settle.partition import (
-    _GUARDED,
-    _REJECTED,
-    ALREADY_PROCESSED,
-    ALREADY_SETTLED,
-    DEAD_LETTERED,
-    DUPLICATE,
-    IN_BATCH,
-    READ_BY,
-    RETRIED,
-    SECONDS,
-    SettleConfig,
-    _before_handler,
-    _Clock,
-    _copies,
-    _message_id,
-    _Partition,
-    _Rows,
-    _slot,
-    publish_outbound,
-)
+from babelq.pipelines.ledger import Outbound, outbox_key
 from babelq.runtime import rules
+from babelq.runtime.backoff import Backoff
 from babelq.runtime.errors import PermanentError
+from babelq.transports import Outgoing, open_transport
 
 log = logging.getLogger(__name__)
 
 #: DDL of what :func:`consume_partition` yields: messages per (URN, outcome, cause) of the partition.
 OUTCOME_SCHEMA = "urn STRING, outcome STRING, cause STRING, n BIGINT"
-#: A handler returned: its writes and the message's processed id committed.
+#: A handler returned: its writes and the message's processed id committed (the default of
+#: :attr:`~babelq.pipelines.consume.api.Pipeline.handled_as`).
 HANDLED = "handled"
 #: The retry label's cause: the handler raised.
 HANDLER = "handler"
@@ -98,23 +86,239 @@ class ConsumeConfig:
     prefix: str = DEFAULT_PREFIX
     max_attempts: int = 3
     retry_delay_ms: int = 1_000
-    settle: SettleConfig = field(init=False)
+    #: the run's name: in its query's name, its log lines and its failpoints (``<name>.after_sink_commit``)
+    name: str = "consume"
 
-    def __post_init__(self) -> None:
-        # the view settle's helpers read: queue, DLQ, retry policy (its ledger is the sink)
-        self.settle = SettleConfig(url=self.url, queue=self.queue, ledger=self.sink,
-                                   max_attempts=self.max_attempts, retry_delay_ms=self.retry_delay_ms)
+    @property
+    def dlq(self) -> str:
+        return dlq_name(self.queue)
 
     @property
     def policy(self) -> rules.RetryPolicy:
-        return self.settle.policy
+        """The runtime's retry policy with this base delay (full jitter, capped as the runtime's)."""
+        return rules.RetryPolicy(self.max_attempts, Backoff(base_ms=self.retry_delay_ms))
+
+
+#: The outcome of the rows that are no messages but one phase's microseconds in one task (cause: the phase).
+SECONDS = "@seconds"
+#: The outcome of the rows that count the partition's messages by the process that read them from
+#: the broker (cause: the source's ``read_by``, e.g. ``executor <host>:<jvm pid>``).
+READ_BY = "@read_by"
+
+DUPLICATE = "duplicate"
+RETRIED = "retried"
+DEFERRED = "deferred"
+DEAD_LETTERED = "dead_lettered"
+
+#: Cause of a duplicate whose dead letter or retry an earlier run already wrote.
+ALREADY_SETTLED = "already_settled"
+#: Causes of a dropped duplicate: a copy earlier in the micro-batch / an id the sink has.
+IN_BATCH = "in_batch"
+ALREADY_PROCESSED = "already_processed"
+
+
+#: classified columns that are never turned into Python lists for every row
+_ARROW_ONLY = frozenset({"body", "read_by", "now"})
+
+
+class _Rows:
+    """The partition's classified rows as Python lists, except the bodies: they stay in Arrow and
+    become Python bytes only for the few rows whose dead letter, retry or deferral needs them."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        import pyarrow.compute as pc
+
+        self.columns: dict[str, list[Any]] = {name: [] for name in CLASSIFIED if name not in _ARROW_ONLY}
+        self._bodies: list[Any] = []  # (first row, Arrow array) per batch
+        #: messages per reading process (counted in Arrow: one value per row, a handful distinct)
+        self.readers: Counter[str] = Counter()
+        #: the latest ``now`` the JVM judged a row of the partition by (ms), None without one
+        self.now: int | None = None
+        total = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            names = batch.schema.names
+            for name, values in self.columns.items():
+                values.extend(batch.column(names.index(name)).to_pylist())
+            self._bodies.append((total, batch.column(names.index("body"))))
+            if "read_by" in names:
+                for item in batch.column(names.index("read_by")).value_counts().to_pylist():
+                    self.readers[item["values"] or "unknown"] += item["counts"]
+            if "now" in names:
+                latest = pc.max(batch.column(names.index("now"))).as_py()
+                if latest is not None and (self.now is None or latest > self.now):
+                    self.now = latest
+            total += batch.num_rows
+        self.count = total
+
+    def body(self, i: int) -> bytes:
+        for first, array in reversed(self._bodies):
+            if first <= i:
+                value = array[i - first].as_py()
+                return bytes(value) if value is not None else b""
+        raise IndexError(i)
+
+
+class _Partition:
+    """The decisions of one partition before its handlers: outbox rows with their labels."""
+
+    def __init__(self, config: ConsumeConfig, now: int, rows: _Rows, slot: int) -> None:
+        self.config = config
+        self.now = now
+        self.rows = rows
+        self.slot = slot
+        self.policy = config.policy
+        self.outbound: list[Outbound] = []
+        self.labels: dict[str, tuple[str, str | None]] = {}  # outbox key -> (outcome, cause)
+        self._copies: Counter[str] = Counter()
+
+    # -- keys ----------------------------------------------------------------------------
+    def raw_key(self, raw: bytes) -> str:
+        """The key of a body without a trustworthy id: its bytes, the read slot and which copy of
+        them in the slot's partition (two slots that each read the same bytes dead-letter both)."""
+        digest = hashlib.sha256(raw).hexdigest()
+        self._copies[digest] += 1
+        return outbox_key(f"bytes:{digest}@{self.slot}#{self._copies[digest]}")
+
+    def key_of(self, i: int, raw: bytes) -> str:
+        """The outbox key of a decoded message: its id, body attempts and the broker's time of
+        storing it, else its bytes.
+
+        Why the storing time: a redrive puts the same meta.id back with attempts 0, so id and
+        attempts alone name the redriven message as they named its first life, and its new
+        outcome would be taken for the first one's, already published: acked, and lost. A
+        redelivery of one stored message keeps its time (the same key: exactly once); a message
+        stored again does not. Brokers that keep no storing time (Redis, RabbitMQ) leave it out."""
+        columns = self.rows.columns
+        mid = columns["id"][i]
+        if mid:
+            stored = columns["stored_at"][i]
+            life = "" if stored is None else f"@stored:{stored}"
+            return outbox_key(f"{mid}@{columns['body_attempts'][i]}{life}")
+        return self.raw_key(raw)
+
+    # -- outcomes ------------------------------------------------------------------------
+    def out(self, row: Outbound, outcome: str, cause: str | None) -> None:
+        self.outbound.append(row)
+        self.labels[row.key] = (outcome, cause)
+
+    def poison(self, raw: bytes, error: str, cause: str | None = None) -> None:
+        record = poison_record(raw, original_queue=self.config.queue, error=error, cause=cause)
+        self.out(Outbound(self.raw_key(raw), self.config.dlq, record), DEAD_LETTERED, cause or rules.POISON)
+
+    def dead_letter(self, i: int, env: Envelope, reason: str, cause: str, *, error: str,
+                    attempts: int | None = None) -> Outbound:
+        """The dead letter of a decoded message; if its record cannot be built, of its original bytes."""
+        raw = self.rows.body(i)
+        record, _ = record_or_poison(  # an envelope that cannot be re-encoded: keep what was received
+            lambda: annotate(env, reason, original_queue=self.config.queue, cause=cause, error=error,
+                             attempts=attempts).encode(),
+            raw, original_queue=self.config.queue, error=error,
+            attempts=env.attempts if attempts is None else attempts, cause=cause,
+        )
+        key = self.key_of(i, raw)
+        self.labels[key] = (DEAD_LETTERED, cause)
+        return Outbound(key, self.config.dlq, record, message_id=self.rows.columns["id"][i] or None)
+
+    def dead(self, i: int, env: Envelope, reason: str, cause: str, *, error: str,
+             attempts: int | None = None) -> None:
+        self.outbound.append(self.dead_letter(i, env, reason, cause, error=error, attempts=attempts))
+
+    def envelope(self, i: int) -> Envelope:
+        """The row's envelope, read by the core codec (only for the rows that need one re-encoded)."""
+        return decode(self.rows.body(i))
+
+
+def _message_id(part: _Partition, i: int) -> str:
+    """The id a posting is claimed under: meta.id; without a usable one, the body's digest, so
+    that a redelivery of the same bytes is still caught (and two id-less payments are not one)."""
+    mid: str = part.rows.columns["id"][i]
+    return mid or "sha256:" + hashlib.sha256(part.rows.body(i)).hexdigest()
+
+
+def _before_handler(part: _Partition, i: int, rule: str) -> None:
+    """The consume rules' outcomes (the row's ``rule``, decided on the JVM)."""
+    columns, config = part.rows.columns, part.config
+    if rule == rules.POISON:
+        raw = part.rows.body(i)
+        try:
+            decode(raw)
+            why = columns["reject_reason"][i] or "not an envelope"
+        except DecodeError as exc:  # the core codec's own words (decode's on the JVM are a prefix)
+            why = exc.reason
+        part.poison(raw, why)
+    elif rule == rules.UNSUPPORTED:
+        part.poison(part.rows.body(i), rules.unsupported_error(columns["reject_reason"][i] or "rejected"),
+                    rules.UNSUPPORTED)
+    elif rule == rules.EXPIRED:
+        env = part.envelope(i)
+        expire_at = env.expire_at if env.expire_at is not None else part.now
+        part.dead(i, env, rules.REASON_FAILED, rules.EXPIRED, error=rules.expired_error(expire_at, part.now))
+    elif rule == rules.DEFERRED:
+        raw, mid = part.rows.body(i), columns["id"][i]
+        # a fresh key per deferral: the copy that comes back early (a delay over the cap) is
+        # deferred again, not taken for this decision repeated
+        attempt = columns["body_attempts"][i]
+        key = outbox_key(f"deferred:{mid}@{attempt}@{part.now}") if mid else part.raw_key(raw)
+        delay = int(columns["delay_ms"][i] or 0)
+        part.out(Outbound(key, config.queue, raw, delay, mid or None), DEFERRED, None)
+    elif rule == rules.UNKNOWN_URN:
+        env = part.envelope(i)
+        part.dead(i, env, rules.REASON_UNKNOWN_URN, rules.UNKNOWN_URN, error=rules.unknown_urn_error(env.urn))
+    else:
+        raise ValueError(f"consume has no outcome for the consume rule {rule!r}")
+
+
+#: the rules whose messages the processed-ids guard drops (they have a trustworthy id)
+_GUARDED = frozenset({None, rules.EXPIRED, rules.DEFERRED, rules.UNKNOWN_URN})
+
+
+def _slot() -> int:
+    """This task's partition (the source's read slot), 0 outside a Spark task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+#: the rules of rows decode rejected: dead-lettered before any other check, and the verdict part of
+#: a copy's identity (an envelope is never a copy of a non-envelope)
+_REJECTED = frozenset({rules.POISON, rules.UNSUPPORTED})
+
+
+def _copies(ids: list[str | None], attempts: list[int | None], rule_of: list[str | None]) -> list[bool]:
+    """Per row: whether an earlier row of the partition has its non-empty id, body attempts and verdict."""
+    seen: set[tuple[str, int | None, bool]] = set()
+    out: list[bool] = []
+    for mid, attempt, rule in zip(ids, attempts, rule_of, strict=True):
+        if not mid:
+            out.append(False)
+            continue
+        key = (mid, attempt, rule in _REJECTED)
+        out.append(key in seen)
+        seen.add(key)
+    return out
+
+
+class _Clock:
+    """Seconds per phase of one partition's work (the profile ``ConsumeStats.seconds`` adds up)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = self.laps.get(phase, 0.0) + now - self._last
+        self._last = now
 
 
 class _Consume(_Partition):
-    """settle's partition state, plus each row's envelope decoded once and its URN."""
+    """The partition's state, plus each row's envelope decoded once and its URN."""
 
     def __init__(self, config: ConsumeConfig, now: int, rows: _Rows, slot: int) -> None:
-        super().__init__(config.settle, now, rows, slot)
+        super().__init__(config, now, rows, slot)
         self.consume = config
         self._envelopes: dict[int, Envelope] = {}
         #: outbox key -> the URN of the message it settles
@@ -136,7 +340,7 @@ class _Consume(_Partition):
             return NO_URN
 
     def step(self, i: int, rule: str) -> None:
-        """settle's outcome for a rule, the rows it adds to the outbox tagged with the URN."""
+        """The outcome of a rule, the rows it adds to the outbox tagged with the URN."""
         before = len(self.outbound)
         try:
             _before_handler(self, i, rule)
@@ -205,8 +409,12 @@ def _failed(
     try:
         env = env if env is not None else part.envelope(i)
         if verdict.kind == "dead_letter":
-            return _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
-        return _retried(part, i, env, attempts, error=error)
+            row, outcome, cause = _rejected(part, i, env, attempts, error=error, cause=verdict.cause)
+        else:
+            row, outcome, cause = _retried(part, i, env, attempts, error=error)
+            if outcome != RETRIED:  # out of attempts: counted as max_attempts, whatever the label
+                return row, outcome, cause
+        return row, outcome, verdict.label or cause
     except Exception as again:
         return _unprocessable(part, i, again), DEAD_LETTERED, UNPROCESSABLE
 
@@ -238,6 +446,8 @@ def _retried(part: _Consume, i: int, env: Envelope, attempts: int, *,
     return row, DEAD_LETTERED, cause
 
 
+#: the verdicts whose message is done: its id stays processed
+_DONE = frozenset({"done", "duplicate"})
 #: a batch handler's row: (row of the partition, its reconciled attempts)
 _BatchRow = tuple[int, int]
 
@@ -262,6 +472,8 @@ def _batch(part: _Consume, urn: str, rows: Sequence[_BatchRow]) -> Any:
         pa.array([correlations[i] for i in at], pa.string()),
         pa.array([texts[i] if texts[i] is not None else orjson.dumps(part.envelope(i).data).decode()
                   for i in at], pa.string()),
+        pa.array(_ids(part, rows), pa.string()),
+        pa.array([part.now] * n, pa.int64()),
     ], names=list(BATCH_COLUMNS))
     return batch.to_pandas() if urn in part.consume.pipeline.pandas_urns else batch
 
@@ -286,7 +498,7 @@ def _verdicts(result: object, n: int, urn: str) -> list[Verdict]:
             out.append(verdict)
         else:
             raise TypeError(f"batch handler {urn!r}: row {k} is a {type(verdict).__name__}, not a verdict "
-                            "(DONE, retry(...), dead_letter(...), unavailable(...)) or None")
+                            "(DONE, duplicate(...), retry(...), dead_letter(...), unavailable(...)) or None")
     return out
 
 
@@ -314,7 +526,8 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
                 down = next((v for v in verdicts if v.kind == "unavailable"), None)
                 if down is not None:
                     raise UnavailableError(str(down.reason))
-                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True) if v.kind != "done"]
+                failed = [mid for mid, v in zip(_ids(part, fresh), verdicts, strict=True)
+                          if v.kind not in _DONE]
                 if failed:
                     sink.unclaim_ids(tx, failed)
                 sink.keep_rows(view, {m for m, v in zip(shown, verdicts, strict=True) if v.kind == "done"})
@@ -326,9 +539,13 @@ def _run_batch(part: _Consume, sink: Sink, tx: Any, urn: str, rows: Sequence[_Ba
     if len(fresh) < len(rows):
         done.counts[urn, DUPLICATE, ALREADY_PROCESSED] += len(rows) - len(fresh)
     retried = 0
+    handled = part.consume.pipeline.handled_as
     for (i, attempts), verdict in zip(fresh, verdicts, strict=True):
         if verdict.kind == "done":
-            done.counts[urn, HANDLED, ""] += 1
+            done.counts[urn, handled, ""] += 1
+            continue
+        if verdict.kind == "duplicate":
+            done.counts[urn, DUPLICATE, verdict.cause or ""] += 1
             continue
         row, outcome, cause = _failed(part, i, None, attempts, verdict)
         retried += outcome == RETRIED
@@ -429,7 +646,8 @@ def _transaction(part: _Consume, sink: Sink, candidates: Sequence[int]) -> _Done
                 outbound.append(row)
                 done.labels[row.key] = (urn, outcome, cause)
                 continue
-            done.counts[urn, HANDLED if claimed else DUPLICATE, "" if claimed else ALREADY_PROCESSED] += 1
+            done.counts[urn, pipeline.handled_as if claimed else DUPLICATE,
+                        "" if claimed else ALREADY_PROCESSED] += 1
         for batches in rounds:
             for urn, rows in batches.items():
                 _run_batch(part, sink, tx, urn, rows, outbound=outbound, done=done)
@@ -482,16 +700,43 @@ def _decide(part: _Consume, sink: Sink) -> list[int]:
     return candidates
 
 
-def publish_outbox(url: str, sink: Sink, rows: Sequence[Outbound]) -> int:
+class _Marks(Protocol):
+    """Where outbox rows are marked published: a pipeline's sink."""
+
+    def mark_published(self, keys: Sequence[str]) -> object: ...
+
+
+def publish_outbound(
+    url: str, store: _Marks, rows: Sequence[Outbound], *, after_publish: str = "consume.after_outbox_publish"
+) -> int:
+    """Publish outbox ``rows`` (grouped by queue, in order), then mark them in ``store``; returns
+    how many. ``after_publish`` names the failpoint between the two."""
+    if not rows:
+        return 0
+    by_queue: dict[str, list[Outgoing]] = {}
+    for row in rows:
+        by_queue.setdefault(row.queue, []).append(Outgoing(row.body, delay_ms=row.delay_ms))
+    transport = open_transport(url)
+    try:
+        for queue, messages in by_queue.items():
+            transport.publish_many(queue, messages)
+    finally:
+        transport.close()
+    failpoint(after_publish)
+    store.mark_published([row.key for row in rows])
+    return len(rows)
+
+
+def publish_outbox(url: str, sink: Sink, rows: Sequence[Outbound], *, name: str = "consume") -> int:
     """Publish outbox ``rows`` (grouped by queue, in order), then mark them; returns how many."""
-    return publish_outbound(url, sink, rows, after_publish="consume.after_outbox_publish")
+    return publish_outbound(url, sink, rows, after_publish=f"{name}.after_outbox_publish")
 
 
 def consume_partition(batches: Iterator[Any], config: ConsumeConfig, batch_id: int | None = None
                       ) -> Iterator[Any]:
     """Consume one partition of micro-batch ``batch_id`` (classified); yields one Arrow batch of
-    :data:`OUTCOME_SCHEMA` (outcome :data:`~babelq.pipelines.settle.partition.SECONDS`: a phase's
-    microseconds; :data:`~babelq.pipelines.settle.partition.READ_BY`: messages per reading process).
+    :data:`OUTCOME_SCHEMA` (outcome :data:`SECONDS`: a phase's microseconds; :data:`READ_BY`:
+    messages per reading process).
     A files sink writes the batch id beside every row it appends."""
     clock = _Clock()
     rows = _Rows(batches)
@@ -506,9 +751,9 @@ def consume_partition(batches: Iterator[Any], config: ConsumeConfig, batch_id: i
             clock.lap("decide")
             done = sink.through_outages(lambda: _transaction(part, sink, candidates))
             clock.lap("handle")  # the handlers and the commit, waiting for the sink's lock included
-            failpoint("consume.after_sink_commit")
+            failpoint(f"{config.name}.after_sink_commit")
             sink.publish_committed()  # a files sink's files, into their tables
-            publish_outbox(config.url, sink, done.outbound)
+            publish_outbox(config.url, sink, done.outbound, name=config.name)
             clock.lap("publish")
         finally:
             sink.close()

@@ -1,16 +1,20 @@
 """A consume pipeline as a Spark streaming query: read the queue, run the handlers, stop when drained.
 
-Settle's query (:mod:`babelq.pipelines.settle.query`) with a :class:`~babelq.pipelines.consume.Pipeline`
-in place of the payments handler: the ``babelq`` source reads the queue from the executors, the
-consume rules classify every row on the JVM (settle's :class:`~babelq.pipelines.settle.classify.Classifier`
-with the pipeline's URNs), each partition runs its handlers in one sink transaction
-(:mod:`babelq.pipelines.consume.partition`), and each micro-batch is acked once its outcomes are
-committed and published (settle's :class:`~babelq.pipelines.settle.query.BatchAcks`).
+The query reads the queue through the ``babelq`` source and hands every micro-batch to one Spark
+action, one stage whose tasks are the source's read slots, each doing all of this for the rows it
+read (no body crosses a shuffle): on the JVM, every body decoded by babelq's scanner and
+classified by the consume rules (:mod:`babelq.pipelines.consume.classify`, with the pipeline's
+URNs); in Python, the handlers in one sink transaction per partition, then the partition's dead
+letters and retries published from that executor (:mod:`babelq.pipelines.consume.partition`).
+Each micro-batch is acked once its outcomes are committed and published (:func:`ack_committed`,
+in a background thread, :class:`BatchAcks`).
 
 :func:`consume` first opens the sink (a bad ``sink`` fails at once), runs the pipeline's setup
 hooks and publishes the dead letters and retries a crashed run committed but never published.
-With ``until_drained`` it stops once nothing is waiting, reserved or unacked; otherwise it runs
-until ``timeout`` (None: until interrupted). Re-running with the same checkpoint continues.
+With ``until_drained`` it stops once nothing is waiting (delayed retries count as waiting),
+reserved by any consumer (a killed run's reservations come back when their leases lapse, and the
+run waits for them) or unacked; otherwise it runs until ``timeout`` (None: until interrupted).
+Re-running with the same checkpoint continues.
 
 The user's module travels to the executors by value (cloudpickle), so a pipeline defined in a
 file the executors cannot import still runs on a cluster.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,38 +35,62 @@ from typing import Any
 
 from babelq.errors import BabelqError, ConfigurationError
 from babelq.pipelines.consume.api import Pipeline
+from babelq.pipelines.consume.classify import Classifier, decoded
 from babelq.pipelines.consume.partition import (
     OUTCOME_SCHEMA,
+    READ_BY,
+    SECONDS,
     ConsumeConfig,
     consume_partition,
     publish_outbox,
 )
-from babelq.pipelines.consume.sink import DEFAULT_PREFIX
-from babelq.pipelines.consume.sinks import open_sink
-from babelq.pipelines.settle.classify import Classifier, decoded
-from babelq.pipelines.settle.partition import READ_BY, SECONDS
-from babelq.pipelines.settle.query import (
-    _POLL_SECONDS,
-    TRIGGER_MS,
-    BatchAcks,
-    InjectedCrashError,
-    SettleStats,
-    _left,
-    _source_idle,
-    default_batch,
-)
-from babelq.transports import open_transport
+from babelq.pipelines.consume.sinks import open_sink, sink_prefix
+from babelq.pipelines.failpoints import failpoint
+from babelq.transports import Transport, open_transport
 from babelq.urls import redact_text
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
-class ConsumeStats(SettleStats):
-    """:class:`~babelq.pipelines.settle.SettleStats` (outcomes by (outcome, cause)) and the same
-    counts by URN: ``by_urn[(urn, outcome, cause)]``."""
+class ConsumeStats:
+    """What the query did, accumulated over micro-batches (driver side, thread-safe): messages by
+    (outcome, cause), and by URN too, ``by_urn[(urn, outcome, cause)]``."""
 
+    batches: int = 0
+    messages: int = 0
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: seconds spent per phase of the partitions' Python work, summed over every task (a profile:
+    #: ``read`` waiting for the JVM's rows, ``decide``, ``handle`` with the commit, ``publish``)
+    seconds: Counter[str] = field(default_factory=Counter)
+    #: messages by the process that read them from the broker (the source's ``read_by``:
+    #: ``executor <host>:<jvm pid>`` for a Spark executor, ``driver …`` for the driver's reader)
+    readers: Counter[str] = field(default_factory=Counter)
+    last_batch_rows: int = -1
+    #: the last micro-batch's messages were acked by the run itself (:func:`ack_committed`), so no
+    #: flush batch has to run for the source to ack them
+    last_batch_acked: bool = False
+    last_batch_at: float = 0.0
     by_urn: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: the outcome of a message its handler did (the pipeline's ``handled_as``, set by the run)
+    handled: str = "handled"
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, counts: dict[tuple[str, str], int], seconds: dict[str, float] | None = None,
+               readers: dict[str, int] | None = None) -> None:
+        rows = sum(counts.values())
+        with self.lock:
+            self.seconds.update(seconds or {})
+            self.readers.update(readers or {})
+            self.batches += 1
+            self.messages += rows
+            self.outcomes.update(counts)
+            self.last_batch_rows = rows
+            self.last_batch_acked = False
+            self.last_batch_at = time.monotonic()
+
+    def count(self, outcome: str, cause: str | None = None) -> int:
+        return sum(n for (o, c), n in self.outcomes.items() if o == outcome and (cause is None or c == cause))
 
     def record_batch(self, counts: dict[tuple[str, str, str], int], seconds: dict[str, float],
                      readers: dict[str, int]) -> None:
@@ -71,6 +100,125 @@ class ConsumeStats(SettleStats):
         with self.lock:
             self.by_urn.update(counts)
         self.record(folded, seconds, readers)
+
+
+#: How often the driver looks whether the queue is drained (two idle looks in a row end the run).
+_POLL_SECONDS = 0.1
+#: How often the query asks the broker for more when the last micro-batch is done (milliseconds): a
+#: micro-batch slower than this starts the next at once, so it is the latency of an idle queue.
+TRIGGER_MS = 100
+#: A run's micro-batch when the caller names none and the executors read the broker (SQLite,
+#: Redis): each micro-batch pays fixed costs (a Spark job, planning, the ack), so a big one
+#: (``bench/bench_settle.py --batch`` compares sizes).
+EXECUTORS_READ_BATCH = 100_000
+#: ... and where the driver's planner reads (AMQP, SQS): every body of a micro-batch passes through
+#: the driver's memory, so a smaller one.
+DRIVER_READS_BATCH = 20_000
+
+
+def default_batch(url: str) -> int:
+    """Messages per micro-batch for ``url`` when none is given (see :data:`EXECUTORS_READ_BATCH`)."""
+    from babelq.spark.datasource.stream_reader import executors_read
+
+    return EXECUTORS_READ_BATCH if executors_read(url) else DRIVER_READS_BATCH
+
+
+class InjectedCrashError(BabelqError):
+    """Raised by the test hook ``fail_after_batches`` to kill a query mid-run."""
+
+
+class BatchAcks:
+    """Acks committed micro-batches (:func:`ack_committed`) in one background thread, in order.
+
+    Why a thread: the ack of a big micro-batch of SQLite rows is a long write on the driver.
+    Done inline it would delay Spark's commit of the batch and the planning of the next one by
+    as much. In the background it overlaps them; the next batch's tasks wait for the queue's
+    lock only if they claim before it is done. Safe in any order: every outcome is committed and
+    published before the ack is asked for. A run that dies before its ack has the source ack the
+    batch when it restarts (or the leases lapse and the sink drops the copies), and acking a
+    tag twice finds nothing the second time. ``stats.last_batch_acked`` turns true only when the
+    ack of the latest micro-batch is done, so a run never calls a queue drained while an ack
+    is still pending."""
+
+    def __init__(self, config: ConsumeConfig, checkpoint: str | Path, stats: ConsumeStats) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._config, self._checkpoint, self._stats = config, checkpoint, stats
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"babelq-{config.name}-ack")
+        self._latest = -1
+
+    def expect(self, batch_id: int) -> None:
+        """Micro-batch ``batch_id`` has started: an older batch's ack no longer makes the last batch acked."""
+        with self._stats.lock:
+            self._latest = batch_id
+
+    def submit(self, batch_id: int) -> None:
+        try:
+            self._pool.submit(self._ack, batch_id)
+        except RuntimeError:  # closed (the run stopped while this batch settled): ack it here
+            self._ack(batch_id)
+
+    def _ack(self, batch_id: int) -> None:
+        try:
+            acked = ack_committed(self._config, self._checkpoint, batch_id)
+        except Exception:  # a thread's error would be lost: the source still acks when Spark commits
+            log.warning("%s batch %d: acking its messages failed", self._config.name, batch_id,
+                        exc_info=True)
+            return
+        if acked:
+            with self._stats.lock:
+                if self._latest == batch_id:
+                    self._stats.last_batch_acked = True
+
+    def close(self) -> None:
+        """Wait for the acks asked for so far."""
+        self._pool.shutdown(wait=True)
+
+
+def ack_committed(config: ConsumeConfig, checkpoint: str | Path, batch_id: int) -> bool:
+    """Ack micro-batch ``batch_id``'s messages now that everything the run did with them is
+    committed (the handlers' writes, processed ids, outbox) and published, instead of when Spark plans the
+    next batch: the queue is empty as soon as the last batch is settled, with no flush batch to
+    run. Only for a source whose executors read by slots (the plan, in the checkpoint's offset
+    log, names every tag); returns whether it acked. A failure to ack is logged, not raised:
+    the source still acks the batch when Spark commits it (infrastructure is never the
+    messages' fault). Acking twice is harmless: a tag acked once holds nothing."""
+    from babelq.spark.datasource.slots import logged_plan
+
+    plan = logged_plan(checkpoint, batch_id)
+    if plan is None or not plan.shares:
+        return False
+    try:
+        transport = open_transport(config.url)
+        try:
+            acked = transport.ack_tagged(config.queue, plan.tags(config.queue))
+        finally:
+            transport.close()
+    except BabelqError as exc:
+        log.warning("%s batch %d: acking its messages failed (%s); the source acks them when "
+                    "Spark commits the batch", config.name, batch_id, redact_text(str(exc)))
+        return False
+    failpoint(f"{config.name}.after_batch_ack")
+    log.debug("%s batch %d: acked %d messages", config.name, batch_id, acked)
+    return True
+
+
+def _source_idle(query: Any, stats: ConsumeStats) -> bool:
+    """Nothing in flight and nothing unacked: no trigger is running, and the last micro-batch was
+    acked by the run itself or was empty (the source's flush batch: planning it acked everything
+    before), or no batch ran at all and the last trigger found no data."""
+    status = query.status
+    if status.get("isTriggerActive") or status.get("isDataAvailable"):
+        return False
+    with stats.lock:
+        if stats.batches == 0:
+            return bool(status.get("message") == "Waiting for data to arrive")
+        return stats.last_batch_acked or stats.last_batch_rows == 0
+
+
+def _left(transport: Transport, queue: str) -> tuple[int, int | None]:
+    """(waiting: ready + delayed, reserved by anyone) on ``queue``."""
+    return transport.size(queue), transport.reserved(queue)
 
 
 @dataclass(slots=True)
@@ -106,11 +254,12 @@ def _flush_outbox(config: ConsumeConfig) -> int:
         sink.flush_committed()  # a files sink's committed files a crash left in staging
         total = 0
         while rows := sink.pending_outbox():
-            total += publish_outbox(config.url, sink, rows)
+            total += publish_outbox(config.url, sink, rows, name=config.name)
     finally:
         sink.close()
     if total:
-        log.info("consume: published %d dead letters / retries a crashed run or killed task committed", total)
+        log.info("%s: published %d dead letters / retries a crashed run or killed task committed",
+                 config.name, total)
     return total
 
 
@@ -146,8 +295,13 @@ def _process_batch(df: Any, batch_id: int, *, config: ConsumeConfig, classifier:
     counts = consume_frame(df, config, classifier, seconds=seconds, readers=readers, batch_id=batch_id)
     stats.record_batch(counts, seconds, readers)
     n = sum(counts.values())
+    took = time.perf_counter() - started
     if n:
-        log.info("consume batch %d: %d messages in %.2f s", batch_id, n, time.perf_counter() - started)
+        folded: dict[str, int] = {}
+        for (_, o, c), k in counts.items():
+            folded[f"{o}/{c}" if c else o] = folded.get(f"{o}/{c}" if c else o, 0) + k
+        log.info("%s batch %d: %d messages in %.2f s (%.0f msg/s) %s", config.name, batch_id, n, took,
+                 n / took if took else 0.0, folded)
     if fail_after_batches is not None and stats.batches >= fail_after_batches:
         raise InjectedCrashError(f"test hook: stopping the query after {stats.batches} batches")
     acks.submit(batch_id)
@@ -177,7 +331,8 @@ class ConsumeQuery:
         """Run the query until the queue is drained (``until_drained``) or ``timeout`` seconds pass."""
         config = self.config
         stats = stats or ConsumeStats()
-        acks = BatchAcks(config.settle, checkpoint, stats)
+        stats.handled = config.pipeline.handled_as
+        acks = BatchAcks(config, checkpoint, stats)
         body = partial(_process_batch, config=config, classifier=self.classifier, stats=stats, acks=acks,
                        fail_after_batches=fail_after_batches)
         started = time.monotonic()
@@ -185,13 +340,14 @@ class ConsumeQuery:
             self.stream.writeStream.foreachBatch(body)
             .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
-            .queryName(f"babelq-consume-{config.queue}")
+            .queryName(f"babelq-{config.name}-{config.queue}")
             .start()
         )
         transport = open_transport(config.url)
         republished, drained, idle_polls = self.republished, False, 0
         waiting: int = 0
         reserved: int | None = 0
+        told_reserved = 0.0
         try:
             while query.isActive:
                 try:
@@ -217,13 +373,19 @@ class ConsumeQuery:
                             break
                     else:
                         idle_polls = 0
+                        if reserved and not waiting and time.monotonic() - told_reserved > 30:
+                            told_reserved = time.monotonic()
+                            log.warning(
+                                "%s: %d messages on %s are reserved by another consumer (a killed run?); "
+                                "waiting for their leases to lapse so they can be handled", config.name,
+                                reserved, config.queue)
                 else:
                     idle_polls = 0
                 if timeout is not None and time.monotonic() - started > timeout:
                     waiting, reserved = _left(transport, config.queue)
                     if until_drained:
-                        log.warning("consume: timeout after %.0f s with %d waiting and %s reserved on %s",
-                                    timeout, waiting, reserved, config.queue)
+                        log.warning("%s: timeout after %.0f s with %d waiting and %s reserved on %s",
+                                    config.name, timeout, waiting, reserved, config.queue)
                     break
         except KeyboardInterrupt:
             if until_drained:
@@ -237,7 +399,8 @@ class ConsumeQuery:
             acks.close()
         error = query.exception()
         if error is not None:
-            raise BabelqError(f"consume query failed: {redact_text(str(error))}") from None
+            # the whole text (the CLI shows its root cause on one line); URLs in it redacted
+            raise BabelqError(f"{config.name} query failed: {redact_text(str(error))}") from None
         return ConsumeRun(stats, time.monotonic() - started, drained, 0 if drained else waiting,
                           0 if drained else reserved, republished)
 
@@ -249,12 +412,15 @@ def prepare_consume(
     url: str,
     sink: str | Path,
     queue: str | None = None,
-    prefix: str = DEFAULT_PREFIX,
+    prefix: str | None = None,
     max_messages_per_batch: int | None = None,
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
+    name: str = "consume",
 ) -> ConsumeQuery:
-    """Everything :func:`consume` does before its query starts (its arguments)."""
+    """Everything :func:`consume` does before its query starts (its arguments; ``prefix``, of
+    babelq's tables in the sink: None for the pipeline's, else ``babelq_``; ``name``, the run's
+    in its query's name, log lines and failpoints)."""
     from babelq.pipelines.cluster_checks import check_session_targets, session_master
     from babelq.pipelines.consume.files import check_files_cluster
     from babelq.spark.datasource import register
@@ -269,9 +435,11 @@ def prepare_consume(
     check_session_targets(spark, broker=url, ledger=sink, ledger_option="sink")
     check_files_cluster(session_master(spark), str(sink))
     register(spark)
+    if prefix is None:
+        prefix = sink_prefix(pipeline)
     config = ConsumeConfig(url=url, queue=queue or pipeline.queue, sink=str(sink), pipeline=pipeline,
                            prefix=prefix, max_attempts=pipeline.max_attempts,
-                           retry_delay_ms=pipeline.retry_delay_ms)
+                           retry_delay_ms=pipeline.retry_delay_ms, name=name)
     opened = open_sink(config.sink, prefix=prefix)  # a bad sink fails here, before the query starts
     try:
         opened.run_setup(pipeline.setups)

@@ -55,7 +55,7 @@ class Sink(ABC):
     conn: Any = None
 
     def __init__(self, prefix: str) -> None:
-        if not _PREFIX.match(prefix):
+        if prefix and not _PREFIX.match(prefix):  # empty: the tables' plain names
             raise ConfigurationError(
                 f"sink prefix {prefix!r}: must start with a letter or _ and hold only letters, digits and _")
         self.t_ids = f"{prefix}processed_ids"

@@ -2,7 +2,8 @@
 
 A worker (:mod:`babelq.runtime`) counts what it did to each message under the runtime's counter
 names, and :mod:`babelq.metrics` exports them. settle decides the same things in Spark, per
-micro-batch, as (outcome, cause) pairs (:class:`~babelq.pipelines.settle.SettleStats`);
+micro-batch, as (outcome, cause) pairs (:class:`~babelq.pipelines.settle.SettleStats`, the consume
+engine's counts of the payments pipeline);
 :func:`settle_counters` translates them, so a dashboard built for workers reads a settle run
 unchanged, through the same exporter (:func:`babelq.metrics.serve_counters`):
 
@@ -32,35 +33,18 @@ away: ``babelq_settle_outcomes_total{queue, outcome, cause}`` (duplicates includ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from babelq.pipelines.settle.partition import (
-    DEAD_LETTERED,
-    DEFERRED,
-    POSTED,
-    RETRIED,
-    UNPROCESSABLE,
-)
-from babelq.runtime import rules
+from babelq.pipelines.consume.metrics import MetricsExporter, runtime_counters
+from babelq.pipelines.payments import POSTED
 
 if TYPE_CHECKING:
-    from babelq.metrics import Family, MetricsServer
+    from babelq.metrics import Family
     from babelq.pipelines.settle import SettleStats
 
-#: dead-letter causes that are poison records (their reason is ``poison``)
-_POISON_CAUSES = frozenset({rules.POISON, rules.UNSUPPORTED, UNPROCESSABLE})
-
-
-def dead_letter_reason(cause: str) -> str:
-    """The dead letter's ``reason`` for a settle ``cause`` (as :mod:`babelq.pipelines.settle.partition`
-    writes them): poison records, unknown URNs, and ``failed`` for the rest."""
-    if cause in _POISON_CAUSES:
-        return rules.REASON_POISON
-    if cause == rules.UNKNOWN_URN:
-        return rules.REASON_UNKNOWN_URN
-    return rules.REASON_FAILED
+#: the exporter :func:`serve_settle_metrics` returns
+SettleMetrics = MetricsExporter
+__all__ = ["SettleMetrics", "serve_settle_metrics", "settle_counters", "settle_families"]
 
 
 def settle_counters(stats: SettleStats) -> dict[str, int]:
@@ -69,28 +53,6 @@ def settle_counters(stats: SettleStats) -> dict[str, int]:
         outcomes = dict(stats.outcomes)
         received = stats.messages
     return runtime_counters(outcomes, received, handled=POSTED)
-
-
-def runtime_counters(
-    outcomes: Mapping[tuple[str, str], int], received: int, *, handled: str
-) -> dict[str, int]:
-    """Counts by (outcome, cause) under the runtime's counter names; ``handled`` is the outcome
-    that means the handler's work is done (settle's ``posted``, consume's ``handled``)."""
-    out = {"received": received, "handled": 0, "failed": 0, "retried": 0, "released": 0,
-           "dead_lettered.failed": 0, "dead_lettered.unknown_urn": 0, "dead_lettered.poison": 0}
-    for (outcome, cause), n in outcomes.items():
-        if outcome == handled:
-            out["handled"] += n
-        elif outcome == RETRIED:
-            out["retried"] += n
-            out["failed"] += n
-        elif outcome == DEFERRED:
-            out["released"] += n
-        elif outcome == DEAD_LETTERED:
-            out[f"dead_lettered.{dead_letter_reason(cause)}"] += n
-            if cause == rules.MAX_ATTEMPTS:
-                out["failed"] += n
-    return out
 
 
 def settle_families(stats: SettleStats) -> list[Family]:
@@ -106,23 +68,6 @@ def settle_families(stats: SettleStats) -> list[Family]:
         Family("babelq_settle_micro_batches", "Micro-batches the settle query finished.", (),
                {(): float(batches)}),
     ]
-
-
-@dataclass
-class SettleMetrics:
-    """A running exporter of a settle run's counters; :meth:`close` stops it and its broker connection."""
-
-    server: MetricsServer
-    transport: Any
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def close(self) -> None:
-        self.server.close()
-        if self.transport is not None:
-            self.transport.close()
 
 
 def serve_settle_metrics(stats: SettleStats, port: int, *, url: str, queue: str,

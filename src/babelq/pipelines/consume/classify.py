@@ -1,9 +1,9 @@
-"""Settle's view of a micro-batch, on the JVM: decoded and classified by the consume rules.
+"""A consume run's view of a micro-batch, on the JVM: decoded and classified by the consume rules.
 
 Everything here is Spark SQL expressions (no Python runs per row):
 
 1. :func:`decoded` reads every body with :func:`babelq.spark.decode.decode` (babelq's JVM scanner)
-   and keeps what settle needs: the typed fields, ``data`` as JSON text, the verdict. Settle
+   and keeps what the partitions need: the typed fields, ``data`` as JSON text, the verdict. A run
    applies it once, to the streaming DataFrame, not to every micro-batch: building decode's
    expressions costs many Python and Py4J calls, and the same expressions on every
    batch let Spark reuse the code it generated for them.
@@ -12,8 +12,8 @@ Everything here is Spark SQL expressions (no Python runs per row):
    null when the message goes on to the handler) and what a failure of its handler run will lead
    to (``on_failure``: ``retry`` or ``max_attempts``, by the shared
    :class:`~babelq.runtime.rules.RetryPolicy`). The rows stay in the partition that read them:
-   each read slot's task decodes, classifies and settles its own share
-   (:mod:`babelq.pipelines.settle.partition`), all slots at once, and no body crosses a shuffle.
+   each read slot's task decodes, classifies and handles its own share
+   (:mod:`babelq.pipelines.consume.partition`), all slots at once, and no body crosses a shuffle.
 
 The rules are the runtime's (:mod:`babelq.runtime.rules`): the ``CASE WHEN`` is built from
 :data:`~babelq.runtime.rules.ORDER`, one branch per rule, and refuses to build when a rule has no
@@ -26,8 +26,8 @@ Copies. Two rows are copies when they have the same non-empty ``meta.id``, the s
 ``attempts`` and the same verdict (both accepted or both rejected). A message and the retry of it
 an earlier run published are two attempts, not copies, and must both be settled; an id-less body
 is never taken for a copy. The partition marks the copies it holds itself, in read order
-(:func:`babelq.pipelines.settle.partition.settle_partition`). Copies that two slots read are
-settled by both and the ledger keeps one, inside each partition's transaction: a processed id is
+(:func:`babelq.pipelines.consume.partition.consume_partition`). Copies that two slots read are
+handled by both and the sink keeps one, inside each partition's transaction: a processed id is
 claimed once, an outbox key (id and attempts) once. A shuffle by ``meta.id`` would bring the
 copies together, but it would move every body of the micro-batch a second time to catch the rare
 copy: a visible share of settle's time on a small machine, and on a cluster every body over the
@@ -60,8 +60,8 @@ _NOW = "__bq_now"
 
 
 def decoded(batch: DataFrame) -> DataFrame:
-    """``batch`` (``body``, optional ``broker_attempts``) decoded on the JVM, trimmed to what settle
-    reads. ``attempts`` is the binding's reconciliation, ``max(body attempts, broker_attempts)``
+    """``batch`` (``body``, optional ``broker_attempts``) decoded on the JVM, trimmed to what a
+    partition reads. ``attempts`` is the binding's reconciliation, ``max(body attempts, broker_attempts)``
     (docs/standard.md §4: an SQS message received three times is at attempt 2 whatever its body says);
     ``body_attempts`` is the body's own count, which names the attempt in the outbox key;
     ``read_by`` is the source's (which process took the row from the broker), null without it;
@@ -131,7 +131,7 @@ def rule_column(now: Column, urns: Sequence[str]) -> Column:
     from pyspark.sql import functions as sf
 
     tests = rule_tests(now, urns)
-    rules.check_implemented("settle's Spark classification", tests)
+    rules.check_implemented("consume's Spark classification", tests)
     first, *rest = rules.ORDER
     column = sf.when(tests[first.name], sf.lit(first.name))
     for rule in rest:
@@ -143,7 +143,7 @@ class Classifier:
     """:func:`classified` with its columns built once, for a query that classifies every micro-batch.
 
     Building the ``CASE WHEN`` and the retry decision costs a few hundred Py4J calls, too much
-    driver time to pay on every micro-batch of a streaming settle.
+    driver time to pay on every micro-batch of a streaming run.
 
     ``now``: a streamed micro-batch is judged by each row's ``reserved_at`` (when the broker
     handed it over), a value in the data, so every micro-batch runs the same plan and the same
@@ -181,7 +181,7 @@ class Classifier:
         ]
 
     def __call__(self, rows: DataFrame, now_ms: int | None = None) -> DataFrame:
-        """The :func:`decoded` ``rows`` as settle's Python part reads them (:data:`CLASSIFIED`), in
+        """The :func:`decoded` ``rows`` as the Python part reads them (:data:`CLASSIFIED`), in
         the partitions that read them, judged at ``now_ms`` (None: at each row's ``reserved_at``)."""
         from pyspark.sql import functions as sf
 
@@ -192,6 +192,6 @@ class Classifier:
 def classified(
     rows: DataFrame, *, now_ms: int | None, urns: Sequence[str], policy: rules.RetryPolicy
 ) -> DataFrame:
-    """The :func:`decoded` ``rows`` as settle's Python part reads them (:data:`CLASSIFIED`), in
+    """The :func:`decoded` ``rows`` as the Python part reads them (:data:`CLASSIFIED`), in
     the partitions that read them (:class:`Classifier`, built for one call)."""
     return Classifier(urns=urns, policy=policy)(rows, now_ms)
