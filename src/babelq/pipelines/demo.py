@@ -25,7 +25,7 @@ from babelq.pipelines.generator import generate_bulk_file, poison_bodies
 from babelq.pipelines.ingest import ingest
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.money import Tally, format_minor
-from babelq.pipelines.progress import Progress, SettleProgress
+from babelq.pipelines.progress import Progress, SettleProgress, queue_depth
 from babelq.pipelines.report import write_report
 from babelq.pipelines.report.export import ExportError, export_report, missing_note, resolve_export
 from babelq.pipelines.settle import SettleQuery, prepare_settle
@@ -178,17 +178,17 @@ def run_demo(
         raise
     transport = open_transport(url)
     try:
-        with clock.stage("inject.poison") as st:
+        with clock.stage("inject.poison", unit="messages") as st:
             poison = poison_bodies(max(1, rows // 1000))
             transport.publish_many(queue, [Outgoing(b) for b in poison])
             st.rows = len(poison)
         with clock.stage("settle", total=result_ingest.published + len(poison), unit="messages") as st:
-            watch = SettleProgress(st.progress, lambda: (transport.size(queue), transport.reserved(queue)))
+            watch = SettleProgress(st.progress, lambda: queue_depth(transport, queue))
             prepared: SettleQuery = preparing.result()
             run = prepared.run(out_dir / "checkpoint", timeout=timeout, on_poll=watch)
             watch.finish(run)
-            st.rows = run.stats.messages
-        with clock.stage("dlq.triage") as st:
+            st.rows = run.stats.settled
+        with clock.stage("dlq.triage", unit="messages") as st:
             dlq = triage(transport, dlq_name(queue))
             st.rows = dlq.total
     finally:
@@ -278,7 +278,7 @@ def render_text(r: DemoResult) -> str:
         lines.append(f"  [FAIL] references posted more than once: {r.doubles}")
     lines += ["", "STAGES"]
     lines += [
-        f"  {s.name:<18}{s.seconds:>8.2f} s  {s.rows:>9,} rows  {s.rate:>10,.0f} rows/s"
+        f"  {s.name:<18}{s.seconds:>8.2f} s  {s.count_text():>18}  {s.rate_text():>20}"
         for s in r.clock.stages
     ]
     lines += [

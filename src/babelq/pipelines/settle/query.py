@@ -48,9 +48,11 @@ from babelq.pipelines.failpoints import failpoint
 from babelq.pipelines.ledger import open_ledger
 from babelq.pipelines.settle.classify import Classifier, decoded
 from babelq.pipelines.settle.partition import (
+    DEFERRED,
     HANDLED_URNS,
     OUTCOME_SCHEMA,
     READ_BY,
+    RETRIED,
     SECONDS,
     SettleConfig,
     publish_outbound,
@@ -97,6 +99,14 @@ class SettleStats:
 
     def count(self, outcome: str, cause: str | None = None) -> int:
         return sum(n for (o, c), n in self.outcomes.items() if o == outcome and (cause is None or c == cause))
+
+    @property
+    def settled(self) -> int:
+        """Messages with a final outcome (posted, dropped as a duplicate, dead-lettered). A retried
+        or deferred one comes back and is settled later, so :attr:`messages` (every delivery
+        handled) counts it once more for each time it came back."""
+        with self.lock:
+            return sum(n for (o, _), n in self.outcomes.items() if o not in (RETRIED, DEFERRED))
 
 
 #: How often the driver looks whether the queue is drained (two idle looks in a row end the run).
