@@ -191,6 +191,7 @@ def test_settle_progress_without_a_known_total_counts_what_is_known_now() -> Non
     watch = SettleProgress(task, lambda: (50, 25), every=0.0)
     stats = SettleStats()
     stats.record({("posted", ""): 10})
+    stats.last_batch_acked = True  # the 25 reserved are the next micro-batch's
     watch(stats)
     assert (task.done, task.total) == (10, 10 + 50 + 25)
 
@@ -286,3 +287,18 @@ def test_every_stage_says_rows_or_messages() -> None:
     assert clock.stages[1].rate_text().endswith(" messages/s")
     assert reasons_text({"expired": 3, "bad_iban": 1_200}) == "bad_iban: 1,200, expired: 3"
     assert reasons_text({}) == "none"
+
+
+def test_a_finished_micro_batch_still_reserved_is_not_counted_again() -> None:
+    """Its messages are settled; the broker holds them reserved until the ack: without a known
+    total, the total is not inflated by them."""
+    task = Progress.lines().task("settle", unit="messages")
+    stats = SettleStats()
+    stats.record({("posted", ""): 90, ("retried", "core_banking"): 10})
+    watch = SettleProgress(task, lambda: (10, 100), every=0.0)
+    watch(stats)
+    assert (task.done, task.total, watch.reserved, watch.waiting) == (90, 100, 0, 10)
+    stats.last_batch_acked = True  # acked: what the broker still reserves is the next batch's
+    watch.depth = lambda: (0, 10)
+    watch(stats)
+    assert (task.done, task.total, watch.reserved) == (90, 100, 10)

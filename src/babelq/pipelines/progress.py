@@ -483,9 +483,13 @@ class SettleProgress:
         if now - self._last < self.every:
             return
         self._last = now
+        # asked before the broker: an ack landing between the two then hides a few reserved
+        # messages for one update instead of counting them twice
+        handled = stats.unacked
         waiting, reserved = self.waiting, self.reserved
         try:
             waiting, reserved = self.depth()
+            reserved = None if reserved is None else max(0, reserved - handled)
         except Exception:  # a broker hiccup costs a progress update, never the run
             log.debug("settle progress: the queue depth could not be read", exc_info=True)
         done = self.settled(stats)

@@ -101,6 +101,13 @@ class SettleStats:
         return sum(n for (o, c), n in self.outcomes.items() if o == outcome and (cause is None or c == cause))
 
     @property
+    def unacked(self) -> int:
+        """Messages of the last micro-batch that are handled but not acked yet: the broker still
+        counts them as reserved."""
+        with self.lock:
+            return 0 if self.last_batch_acked else max(0, self.last_batch_rows)
+
+    @property
     def settled(self) -> int:
         """Messages with a final outcome (posted, dropped as a duplicate, dead-lettered). A retried
         or deferred one comes back and is settled later, so :attr:`messages` (every delivery
