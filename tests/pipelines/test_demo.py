@@ -60,6 +60,34 @@ def test_the_demo_shows_counts_that_grow_to_each_stages_total(
     assert any("reserved (being settled)" in line for line in settle_lines), settle_lines
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_stages_table_and_every_summary_count_the_same(demo_2000: Any) -> None:
+    """Rows are the file's, messages the broker's, each message once however often it came back:
+    the stages table, the report, the progress line and settle's summary say the same numbers."""
+    from babelq.cli.commands.settle import summary
+    from babelq.pipelines.demo import render_text
+
+    result = demo_2000
+    stages = {s.name: s for s in result.clock.stages}
+    settled = result.ingest.published + result.injected_poison
+    stats = result.settle.stats
+    assert stats.messages > stats.settled == settled  # the closed accounts came back: retried
+    expected = {"generate": (result.generated.rows, "rows"),
+                "ingest.publish": (result.ingest.published, "rows"),
+                "inject.poison": (result.injected_poison, "messages"), "settle": (settled, "messages"),
+                "dlq.triage": (result.triage.total, "messages")}
+    assert {n: (stages[n].rows, stages[n].unit) for n in expected} == expected
+    table = render_text(result).split("STAGES", 1)[1]
+    settle_line = next(line for line in table.splitlines() if line.strip().startswith("settle "))
+    assert f"{settled:,} messages" in settle_line and "messages/s" in settle_line, table
+    html = (result.out / "report.html").read_text()
+    assert f"({settled:,} messages)" in html and f"({result.ingest.published:,} rows)" in html
+    said = summary(result.settle, queue=result.queue, timeout=300)
+    assert said.startswith(f"{settled:,} messages settled in "), said
+    assert f"{stats.messages:,} deliveries handled: {stats.messages - settled:,} of them" in said
+
+
 def test_the_demo_keeps_the_quick_jit_for_short_runs_only() -> None:
     """C1 alone suits a short demo; a million rows run long enough for C2 to repay its compiling,
     so they keep the session's own JIT settings."""

@@ -13,10 +13,19 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
-from babelq.pipelines.progress import Progress, SettleProgress, Task, bulk_file_rows
+from babelq.pipelines.progress import (
+    Progress,
+    SettleProgress,
+    Task,
+    bulk_file_rows,
+    queue_depth,
+    settle_counts,
+)
 from babelq.pipelines.settle import SettleRun, SettleStats
-from babelq.pipelines.stages import StageClock
+from babelq.pipelines.stages import StageClock, reasons_text
 
 
 class Lines(logging.Handler):
@@ -182,6 +191,7 @@ def test_settle_progress_without_a_known_total_counts_what_is_known_now() -> Non
     watch = SettleProgress(task, lambda: (50, 25), every=0.0)
     stats = SettleStats()
     stats.record({("posted", ""): 10})
+    stats.last_batch_acked = True  # the 25 reserved are the next micro-batch's
     watch(stats)
     assert (task.done, task.total) == (10, 10 + 50 + 25)
 
@@ -220,3 +230,75 @@ def test_a_session_whose_progress_cannot_be_read_only_loses_the_live_counts() ->
     with watch_spark(object(), task):  # no JVM status store behind it
         task.update(5)
     assert task.done == 5
+
+
+@given(done=hs.integers(-5, 3_000), waiting=hs.integers(-5, 3_000),
+       reserved=hs.none() | hs.integers(-5, 3_000), total=hs.none() | hs.integers(0, 2_000))
+def test_settled_reserved_and_waiting_never_add_up_to_more_than_the_total(
+    done: int, waiting: int, reserved: int | None, total: int | None
+) -> None:
+    """Read at different moments, a message can be counted settled and reserved (its micro-batch
+    finished, the ack comes with the next), or reserved and waiting (taken between two reads)."""
+    shown_done, shown_reserved, shown_waiting = settle_counts(done, waiting, reserved, total)
+    assert min(shown_done, shown_waiting, shown_reserved or 0) >= 0
+    assert (shown_reserved is None) == (reserved is None)
+    if total is None:  # nothing to hold them to: only the negatives go
+        assert (shown_done, shown_reserved, shown_waiting) == (
+            max(0, done), None if reserved is None else max(0, reserved), max(0, waiting))
+    else:
+        assert shown_done + (shown_reserved or 0) + shown_waiting <= total
+        assert shown_done == min(max(0, done), total)  # the exact count is kept whole
+
+
+@given(done=hs.integers(0, 2_000), overlap=hs.integers(0, 2_000), ahead=hs.integers(0, 2_000))
+def test_the_settle_line_never_shows_more_than_the_total(done: int, overlap: int, ahead: int) -> None:
+    """A micro-batch's messages still reserved after it finished (``overlap``) plus the ones taken
+    meanwhile (``ahead``): the line stays within what there is."""
+    total = done + ahead
+    task = Progress.lines().task("settle", total=total, unit="messages")
+    stats = SettleStats()
+    stats.record({("posted", ""): done, ("retried", "core_banking"): overlap})
+    SettleProgress(task, lambda: (ahead, overlap + ahead), every=0.0)(stats)
+    held, waiting = (int(n.split()[0].replace(",", "")) for n in task.note.replace("? ", "0 ").split(", "))
+    assert task.done == done and task.done + held + waiting <= total == task.total
+
+
+def test_the_broker_is_asked_for_the_reserved_before_the_waiting() -> None:
+    """A message reserved between the two reads is then counted in neither, never in both."""
+    from babelq.transports.base import Outgoing
+    from babelq.transports.memory import MemoryTransport
+
+    transport = MemoryTransport()
+    transport.publish_many("q", [Outgoing(b"{}") for _ in range(3)])
+    asked: list[str] = []
+    size, reserved = transport.size, transport.reserved
+    transport.size = lambda queue: asked.append("waiting") or size(queue)  # type: ignore[method-assign]
+    transport.reserved = lambda queue: asked.append("reserved") or reserved(queue)  # type: ignore[method-assign]
+    assert queue_depth(transport, "q") == (3, 0) and asked == ["reserved", "waiting"]
+
+
+def test_every_stage_says_rows_or_messages() -> None:
+    clock = StageClock()
+    with clock.stage("ingest.publish") as st:
+        st.rows = 1_958
+    with clock.stage("settle", unit="messages") as st:
+        st.rows = 2_002
+    assert [s.count_text() for s in clock.stages] == ["1,958 rows", "2,002 messages"]
+    assert clock.stages[1].rate_text().endswith(" messages/s")
+    assert reasons_text({"expired": 3, "bad_iban": 1_200}) == "bad_iban: 1,200, expired: 3"
+    assert reasons_text({}) == "none"
+
+
+def test_a_finished_micro_batch_still_reserved_is_not_counted_again() -> None:
+    """Its messages are settled; the broker holds them reserved until the ack: without a known
+    total, the total is not inflated by them."""
+    task = Progress.lines().task("settle", unit="messages")
+    stats = SettleStats()
+    stats.record({("posted", ""): 90, ("retried", "core_banking"): 10})
+    watch = SettleProgress(task, lambda: (10, 100), every=0.0)
+    watch(stats)
+    assert (task.done, task.total, watch.reserved, watch.waiting) == (90, 100, 0, 10)
+    stats.last_batch_acked = True  # acked: what the broker still reserves is the next batch's
+    watch.depth = lambda: (0, 10)
+    watch(stats)
+    assert (task.done, task.total, watch.reserved) == (90, 100, 10)

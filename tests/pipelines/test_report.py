@@ -66,10 +66,12 @@ class Cells(HTMLParser):
 
 
 def cells(html: str, kind: str) -> dict[str, dict[str, str]]:
-    """currency -> the cell of ``kind`` (``file``, ``posted``, ``rejected``, ``dead``, ...)."""
+    """currency (``AUD/amount_out_of_range`` for a part of it) -> the cell of ``kind`` (``file``,
+    ``posted``, ``rejected``, ``dead``, ...)."""
     parser = Cells()
     parser.feed(html)
-    return {c.get("data-currency", ""): c for c in parser.cells if c["data-kind"] == kind}
+    return {c.get("data-currency", "") + (f"/{c['data-part']}" if c.get("data-part") else ""): c
+            for c in parser.cells if c["data-kind"] == kind}
 
 
 def shown(cell: dict[str, str], currency: str) -> tuple[int, int]:
@@ -163,9 +165,12 @@ def test_value_lines_reconcile_each_currency_and_show_a_difference() -> None:
               ValueGroup("amount_not_integer", "USD", 2, 0, 0),
               ValueGroup("currency_unknown", "usd", 1, 1, 9)]
     lines = value_lines(groups, {"AUD": (2, 200)}, {"AUD": Tally(1, 100)})
-    assert [v.currency for v in lines] == ["AUD", "usd", None]
-    aud, usd, no_amount = lines
-    assert aud.file == Tally(4, 250) and aud.accounted == Tally(4, 250) and aud.ok
+    assert [(v.currency, v.part) for v in lines] == [("AUD", ""), ("usd", ""), ("AUD", "amount_out_of_range"),
+                                                     (None, "")]
+    aud, usd, out_of_range, no_amount = lines
+    assert aud.file == Tally(3, 300) and aud.accounted == Tally(3, 300) and aud.ok
+    # an out-of-range amount is never summed into its currency's total
+    assert out_of_range.file == out_of_range.rejected == Tally(1, -50) and out_of_range.ok
     assert usd.iso is False and usd.rejected == Tally(1, 9) and usd.ok
     assert no_amount.file == Tally(2, 0) and no_amount.rejected == Tally(2, 0) and no_amount.ok
 
@@ -186,7 +191,8 @@ def test_the_time_chart_adds_up_to_the_total_with_demo_only_steps_marked() -> No
 
 
 def test_a_balanced_report_shows_money_checks_and_the_dlq_in_operator_terms(tmp_path: Path) -> None:
-    path, html = write(synthetic(tmp_path))
+    result = synthetic(tmp_path)
+    path, html = write(result)
 
     assert path.stat().st_mode & 0o777 == 0o600
     assert 'id="verdict" class="verdict" data-balanced="true"' in html
@@ -211,6 +217,20 @@ def test_a_balanced_report_shows_money_checks_and_the_dlq_in_operator_terms(tmp_
     assert "1 has none: the 1 poison body the demo put on the queue" in html
     assert "AUD 10.00" in html  # the expired payment's value on the DLQ
     assert "other (setup, reconciliation)" in html and "spark.start" in html
+    # the file's whole SHA-256; checks as sentences, a yes/no one as yes or no; links to what the run left
+    assert "ab" * 32 in html
+    assert re.search(r"<td>Settle stopped on an empty queue</td><td class=\"num\">yes</td>"
+                     r"<td class=\"num\">yes</td>", html)
+    assert '<a href="#dlq">payments.dlq</a>' in html and 'id="dlq"' in html
+    # a value chart: a bar per ISO currency, split in proportion to that currency's own total
+    chart = re.search(r'<svg[^>]*id="value-chart">.*?</svg>', html)
+    assert chart is not None and "<script" not in chart.group(0)
+    assert re.findall(r'data-currency="(\w+)" data-kind="posted"', chart.group(0)) == ["AUD", "JPY"]
+    assert "posted 85.7% · rejected at ingest 0.0% · dead-lettered 14.3%" in chart.group(0)
+    (tmp_path / "rejects").mkdir()
+    (tmp_path / "ledger.db").touch()
+    _, html = write(result)
+    assert '<a href="rejects/">' in html and '<a href="ledger.db">' in html
     # self-contained, no script, the broker's password masked
     assert "<script" not in html and "s3cret" not in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
@@ -242,7 +262,7 @@ def test_a_report_that_does_not_reconcile_says_which_currency_loudly(tmp_path: P
     assert re.search(
         r'<tr class="mismatch" data-currency-line="AUD">.*?<span class="status fail">FAIL</span>', html)
     assert re.search(r'data-kind="difference"><span class="amount">-0.10</span>', html)
-    assert re.search(r"currencies whose value reconciles[^<]*</td><td class=\"num\">4</td>"
+    assert re.search(r"Lines of the value table that add up[^<]*</td><td class=\"num\">4</td>"
                      r"<td class=\"num\">3</td>", html)
 
 
@@ -277,6 +297,59 @@ def looks_like_a_page(png: Png, verdict: tuple[int, int, int]) -> None:
     assert inked[-1] > png.height - 120, "blank space at the bottom: the page was measured wrong"
     assert any(png.pixel(x, y) == verdict for y in range(0, 240) for x in range(0, png.width, 4)), \
         "no verdict banner at the top"
+
+
+#: run in the page by Chromium at the export's width: every text it cannot show whole (an SVG text
+#: outside its chart, a box whose content overflows it, a page wider than the window)
+_CLIPPED = """<script>
+const cut = [];
+for (const svg of document.querySelectorAll('svg')) {
+  const w = svg.width.baseVal.value, h = svg.height.baseVal.value;
+  for (const t of svg.querySelectorAll('text')) {
+    const b = t.getBBox();
+    if (b.x < -0.5 || b.y < -0.5 || b.x + b.width > w + 0.5 || b.y + b.height > h + 0.5)
+      cut.push((svg.id || 'svg') + ': ' + t.textContent);
+  }
+}
+for (const el of document.querySelectorAll('body *')) {
+  if (el instanceof HTMLElement && getComputedStyle(el).overflowX !== 'visible'
+      && el.scrollWidth > el.clientWidth + 1) cut.push(el.tagName + ': ' + el.textContent.slice(0, 80));
+}
+if (document.documentElement.scrollWidth > window.innerWidth)
+  cut.push('page: ' + document.documentElement.scrollWidth + ' px wide');
+document.body.setAttribute('data-clipped', JSON.stringify(cut));
+</script>"""
+
+
+def clipped_texts(report: Path, work: Path) -> list[str]:
+    """What Chromium, laying ``report`` out at the export's width, cannot show whole."""
+    import html
+    import json
+
+    from babelq.pipelines.report.export import dump_dom
+
+    probe = work / "clip-probe.html"
+    page = report.read_text(encoding="utf-8").replace("</body>", _CLIPPED + "</body>")
+    probe.write_text(page, encoding="utf-8")
+    found = re.search(r'data-clipped="([^"]*)"', dump_dom(probe))
+    assert found is not None, "Chromium ran no measuring script"
+    return list(json.loads(html.unescape(found.group(1))))
+
+
+def test_no_text_of_the_report_is_clipped_at_the_exported_width(tmp_path: Path) -> None:
+    """Figures of a 100,000-row run: the longest labels and values the charts hold."""
+    require_chromium()
+    from babelq.pipelines.stages import Stage, StageClock
+
+    result = synthetic(tmp_path)
+    result.clock = StageClock([Stage("generate", 1.2, 100_000), Stage("spark.start", 6.1),
+                               Stage("ingest.validate", 4.3, 100_000), Stage("ingest.publish", 18.67, 98_176),
+                               Stage("inject.poison", 0.02, 100, "messages"),
+                               Stage("settle", 18.68, 98_276, "messages"),
+                               Stage("dlq.triage", 0.4, 1_016, "messages")])
+    result.seconds = 61.0
+    path, _ = write(result)
+    assert clipped_texts(path, tmp_path) == []
 
 
 def test_the_report_exports_to_png_and_pdf_as_the_browser_draws_it(tmp_path: Path) -> None:
@@ -331,15 +404,32 @@ def test_the_demo_report_renders_and_its_totals_are_the_ledgers(demo_2000: Any) 
     assert len(ledger) >= 4
     posted = cells(html, "posted")
     assert {c: shown(posted[c], c) for c in ledger} == ledger
-    # and the file's totals are the bulk file's, read here with csv
+    # and the file's totals are the bulk file's, read here with csv: a currency's line plus its line
+    # of out-of-range amounts, which are never summed into it
     in_file = file_totals(result.generated.path)
     file_cells = cells(html, "file")
-    assert {c: shown(file_cells[c], c if minor_units(c) is not None else "XXX") for c in in_file} == in_file
-    # posted + rejected + dead-lettered = the file, for every currency, as shown
-    for currency, (n, total) in in_file.items():
-        unit = currency if minor_units(currency) is not None else "XXX"
-        parts = [shown(cells(html, kind)[currency], unit) for kind in ("posted", "rejected", "dead")]
-        assert (sum(p[0] for p in parts), sum(p[1] for p in parts)) == (n, total), currency
+    out_of_range = [key for key in file_cells if key.endswith("/amount_out_of_range")]
+    assert out_of_range, "the 2,000-row file has rows whose amount is out of range"
+
+    def unit(key: str) -> str:
+        currency = key.split("/", maxsplit=1)[0]
+        return currency if minor_units(currency) is not None else "XXX"
+
+    seen: dict[str, tuple[int, int]] = {}
+    for key in file_cells:
+        if key:
+            n, total = shown(file_cells[key], unit(key))
+            before = seen.get(key.split("/")[0], (0, 0))
+            seen[key.split("/")[0]] = (before[0] + n, before[1] + total)
+    assert seen == in_file
+    # posted + rejected + dead-lettered = the file, for every line, as shown
+    for key in file_cells:
+        if key:
+            parts = [shown(cells(html, kind)[key], unit(key)) for kind in ("posted", "rejected", "dead")]
+            total_shown = (sum(p[0] for p in parts), sum(p[1] for p in parts))
+            assert total_shown == shown(file_cells[key], unit(key)), key
+    for key in out_of_range:  # ingest rejects every one of them
+        assert shown(cells(html, "rejected")[key], unit(key)) == shown(file_cells[key], unit(key)), key
     assert cells(html, "total-file")[""]["text-cell"] == f"{result.generated.rows:,}"
     assert 'class="status fail"' not in html
 
@@ -347,9 +437,10 @@ def test_the_demo_report_renders_and_its_totals_are_the_ledgers(demo_2000: Any) 
     require_chromium()
     dom = dump_dom(result.out / "report.html")
     for ident in ("verdict", "value-table", "checks-table", "rows-table", "dlq-by-cause", "dlq-detail",
-                  "time-chart", "throughput-chart"):
+                  "time-chart", "throughput-chart", "value-chart"):
         assert f'id="{ident}"' in dom, ident
     assert 'data-balanced="true"' in dom and dom.count("<svg") >= 4
+    assert clipped_texts(result.out / "report.html", result.out.parent) == []
 
     # and its PNG, written by the demo itself beside the report, is a real picture of it
     assert result.exported == result.out / "report.png", result.export_note

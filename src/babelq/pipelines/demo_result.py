@@ -23,13 +23,28 @@ POISON_CAUSES = ("poison", "unsupported")
 
 @dataclass(slots=True)
 class Check:
+    """One check of the run: ``name`` is a sentence that holds when ``actual`` is ``expected``; a
+    ``yes_no`` check counts nothing (1 is yes, 0 no)."""
+
     name: str
     expected: int
     actual: int
+    yes_no: bool = False
 
     @property
     def ok(self) -> bool:
         return self.expected == self.actual
+
+    def value(self, n: int) -> str:
+        """``1,958``, or ``yes``/``no`` for a yes/no check."""
+        return ("yes" if n else "no") if self.yes_no else f"{n:,}"
+
+    def said(self) -> str:
+        """``Each valid payment is posted: 1,958, as expected`` (or ``..., expected 1,960``)."""
+        if self.yes_no:
+            return f"{self.name}: {self.value(self.actual)}"
+        found = f"{self.name.rstrip('.')}: {self.value(self.actual)}"
+        return f"{found}, as expected" if self.ok else f"{found}, expected {self.value(self.expected)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ from babelq.pipelines.ingest_rules import (
 from babelq.pipelines.journal import IngestJournal, default_journal
 from babelq.pipelines.money import ValueGroup
 from babelq.pipelines.progress import bulk_file_rows
-from babelq.pipelines.stages import StageClock
+from babelq.pipelines.stages import StageClock, reasons_text
 from babelq.spark.cache import cache_uncompressed
 
 log = logging.getLogger(__name__)
@@ -185,8 +185,8 @@ def _ingest(
     finally:
         checked.unpersist()
     rejected = rows_in - published
-    log.info("ingest %s: %d rows in, %d published to %s, %d rejected %s", batch, rows_in, published,
-             target.queue, rejected, dict(sorted(by_reason.items())))
+    log.info("ingest %s: %d rows in, %d published to %s, %d rejected (%s)", batch, rows_in, published,
+             target.queue, rejected, reasons_text(by_reason))
     return IngestResult(batch, rows_in, published, rejected, by_reason, str(target.rejects_path),
                         PUBLISHED_NOW, plan.digest, values=values)
 

@@ -36,6 +36,7 @@ from babelq.pipelines.csv_layout import csv_layout
 
 if TYPE_CHECKING:
     from babelq.pipelines.settle import SettleRun, SettleStats
+    from babelq.transports.base import Transport
 
 log = logging.getLogger(__name__)
 
@@ -469,10 +470,7 @@ class SettleProgress:
     @staticmethod
     def settled(stats: SettleStats) -> int:
         """Messages with a final outcome so far (not retried, not deferred: those come back)."""
-        from babelq.pipelines.consume.partition import DEFERRED, RETRIED
-
-        with stats.lock:
-            return sum(n for (outcome, _), n in stats.outcomes.items() if outcome not in (RETRIED, DEFERRED))
+        return stats.settled
 
     def note(self) -> str:
         held = "? reserved" if self.reserved is None else f"{self.reserved:,} reserved (being settled)"
@@ -485,16 +483,57 @@ class SettleProgress:
         if now - self._last < self.every:
             return
         self._last = now
+        # asked before the broker: an ack landing between the two then hides a few reserved
+        # messages for one update instead of counting them twice
+        handled = stats.unacked
+        waiting, reserved = self.waiting, self.reserved
         try:
-            self.waiting, self.reserved = self.depth()
+            waiting, reserved = self.depth()
+            reserved = None if reserved is None else max(0, reserved - handled)
         except Exception:  # a broker hiccup costs a progress update, never the run
             log.debug("settle progress: the queue depth could not be read", exc_info=True)
         done = self.settled(stats)
-        total = -1 if self.known_total else done + self.waiting + (self.reserved or 0)
-        self.task.update(done, total=total, note=self.note())
+        total = self.task.total if self.known_total else None
+        done, self.reserved, self.waiting = settle_counts(done, waiting, reserved, total)
+        self.task.update(done, total=-1 if self.known_total else done + self.waiting + (self.reserved or 0),
+                         note=self.note())
 
     def finish(self, run: SettleRun) -> None:
         """The run ended: complete when the queue was drained, else it stays short of the total."""
-        self.waiting, self.reserved = run.waiting, run.reserved
+        total = self.task.total if self.known_total else None
+        done, self.reserved, self.waiting = settle_counts(self.settled(run.stats), run.waiting, run.reserved,
+                                                          total)
         note = "queue drained" if run.drained else self.note()
-        self.task.finish(self.settled(run.stats), complete=run.drained, note=note)
+        self.task.finish(done, complete=run.drained, note=note)
+
+
+def queue_depth(transport: Transport, queue: str) -> tuple[int, int | None]:
+    """(waiting, reserved) on ``queue`` for :class:`SettleProgress`. Reserved is read first: a
+    message reserved between the two reads is then counted in neither, never in both."""
+    reserved = transport.reserved(queue)
+    return transport.size(queue), reserved
+
+
+def settle_counts(done: int, waiting: int, reserved: int | None,
+                  total: int | None) -> tuple[int, int | None, int]:
+    """(settled, reserved, waiting) as shown: each at least 0 and, with a known ``total``, their sum
+    at most it.
+
+    The three are read at different moments from different places (settled from the finished
+    micro-batches, the other two from the broker), and a message moves meanwhile: a micro-batch's
+    messages stay reserved until the next one acks them although they are settled already, and one
+    reserved between the two reads of the broker is seen in both. Settled is exact, so what
+    overlaps is taken off the reserved first (they are the ones settled but not yet acked), then
+    off the waiting."""
+    done = max(0, done)
+    if total is not None:
+        done = min(done, max(0, total))
+    left = None if total is None else max(0, total) - done
+    held = None if reserved is None else max(0, reserved)
+    if held is not None and left is not None:
+        held = min(held, left)
+        left -= held
+    waiting = max(0, waiting)
+    if left is not None:
+        waiting = min(waiting, left)
+    return done, held, waiting

@@ -50,7 +50,7 @@ from babelq.pipelines.message_ids import message_id_column
 from babelq.pipelines.progress import bulk_file_rows
 from babelq.pipelines.publish_rows import format_of, read_rows
 from babelq.pipelines.publish_schema import declared_types
-from babelq.pipelines.stages import StageClock
+from babelq.pipelines.stages import StageClock, reasons_text
 from babelq.schema.subset import JsonSchema
 from babelq.spark.cache import cache_uncompressed
 
@@ -196,9 +196,9 @@ def _publish(
         published = reject_and_publish(spark, plan, book, checked, target=target, stage="file", clock=clock)
     finally:
         checked.rows.unpersist()
-    log.info("publish %s: %d rows in, %d published to %s as %s, %d rejected %s", plan.batch_id,
+    log.info("publish %s: %d rows in, %d published to %s as %s, %d rejected (%s)", plan.batch_id,
              checked.rows_in, published, target.queue, spec.urn, checked.rejected,
-             dict(sorted(checked.by_reason.items())))
+             reasons_text(checked.by_reason))
     return BatchResult(plan.batch_id, checked.rows_in, published, checked.rejected, checked.by_reason,
                        str(target.rejects_path), PUBLISHED_NOW, plan.digest)
 

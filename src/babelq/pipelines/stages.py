@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +28,31 @@ log = logging.getLogger("babelq.pipelines")
 
 @dataclass(slots=True)
 class Stage:
+    """One timed step. ``rows`` is its count, in ``unit``: ``rows`` of a file, or ``messages`` of
+    the broker (each counted once, whatever the times it was delivered)."""
+
     name: str
     seconds: float = 0.0
     rows: int = 0
+    unit: str = "rows"
     progress: Task = field(default_factory=_no_progress, repr=False, compare=False)  #: its live progress
 
     @property
     def rate(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def count_text(self) -> str:
+        """``98,276 messages``."""
+        return f"{self.rows:,} {self.unit}"
+
+    def rate_text(self) -> str:
+        """``5,261 messages/s``."""
+        return f"{self.rate:,.0f} {self.unit}/s"
+
+
+def reasons_text(by_reason: Mapping[str, int]) -> str:
+    """``expired: 3, bad_iban: 2`` (sorted by reason), or ``none``: counts per reason in a log line."""
+    return ", ".join(f"{reason}: {n:,}" for reason, n in sorted(by_reason.items())) or "none"
 
 
 @dataclass(slots=True)
@@ -53,7 +70,7 @@ class StageClock:
         block runs. When the block ends, the stage's task ends with ``rows`` unless the block
         finished it itself."""
         known = total() if callable(total) and self.progress.live else total
-        record = Stage(name)
+        record = Stage(name, unit=unit)
         record.progress = self.progress.task(name, total=known if isinstance(known, int) else None, unit=unit)
         log.info("stage %s: started", name)
         start = time.perf_counter()
@@ -68,8 +85,8 @@ class StageClock:
             record.progress.finish(record.rows, unit=unit, complete=ended, note="")
             self.stages.append(record)
             if not self.progress.live:  # else the progress's last line said it
-                log.info("stage %s: %d rows in %.2f s (%.0f rows/s)", name, record.rows, record.seconds,
-                     record.rate)
+                log.info("stage %s: %s in %.2f s (%s)", name, record.count_text(), record.seconds,
+                         record.rate_text())
 
     def seconds(self, name: str) -> float:
         return sum(s.seconds for s in self.stages if s.name == name)

@@ -14,8 +14,9 @@ the pipeline meant to do:
 
 Rows without an integer amount (``12.50``, ``1e3``, blank) have no value to add: they are one
 line of their own, counted (ingest rejects them all), so every currency's sums stay exact. So
-are dead letters of payments whose data carries no readable amount. A code that is not ISO 4217
-(``A$``, ``usd``) is a line of its own too; its amounts are the integers written.
+are dead letters of payments whose data carries no readable amount. The rows whose integer amount
+ingest refused as out of range are a line of their own per currency, and a code that is not ISO
+4217 (``A$``, ``usd``) is one too; its amounts are the integers written.
 """
 
 from __future__ import annotations
@@ -26,16 +27,22 @@ from dataclasses import dataclass, field
 from babelq.pipelines.currencies import minor_units
 from babelq.pipelines.money import Tally, ValueGroup
 
+#: rows whose integer amount ingest refused as out of range: a line of their own per currency, since
+#: their sums (often absurd) would swamp the currency's real total
+OUT_OF_RANGE = "amount_out_of_range"
+
 
 @dataclass(slots=True)
 class ValueLine:
-    """One currency (or, with ``currency`` None, the rows without an integer amount)."""
+    """One currency (or, with ``currency`` None, the rows without an integer amount); ``part``
+    :data:`OUT_OF_RANGE` holds that currency's rows whose amount was out of range."""
 
     currency: str | None
     file: Tally = field(default_factory=Tally)
     posted: Tally = field(default_factory=Tally)
     rejected: Tally = field(default_factory=Tally)
     dead: Tally = field(default_factory=Tally)
+    part: str = ""
 
     @property
     def accounted(self) -> Tally:
@@ -64,16 +71,17 @@ def value_lines(
 ) -> list[ValueLine]:
     """The lines, ISO currencies first (most payments in the file first), then other codes, then
     the line of rows without an integer amount."""
-    lines: dict[str | None, ValueLine] = {}
+    lines: dict[tuple[str | None, str], ValueLine] = {}
 
-    def line(currency: str | None) -> ValueLine:
-        return lines.setdefault(currency, ValueLine(currency))
+    def line(currency: str | None, part: str = "") -> ValueLine:
+        return lines.setdefault((currency, part), ValueLine(currency, part=part))
 
     for g in groups:
         if g.valued:
-            line(g.currency).file.add(g.valued, g.minor)
+            valued = line(g.currency, OUT_OF_RANGE if g.reason == OUT_OF_RANGE else "")
+            valued.file.add(g.valued, g.minor)
             if g.reason is not None:
-                line(g.currency).rejected.add(g.valued, g.minor)
+                valued.rejected.add(g.valued, g.minor)
         if g.rows > g.valued:
             line(None).file.add(g.rows - g.valued, 0)
             if g.reason is not None:
@@ -87,7 +95,9 @@ def value_lines(
 
     def order(v: ValueLine) -> tuple[int, int, str]:
         if v.currency is None:
-            return (2, 0, "")
+            return (3, 0, "")
+        if v.part:
+            return (2, -v.file.count, v.currency)
         return (0 if v.iso else 1, -v.file.count, v.currency)
 
     return sorted(lines.values(), key=order)

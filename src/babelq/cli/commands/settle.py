@@ -134,11 +134,15 @@ def summary(result: SettleRun, *, queue: str, timeout: float) -> str:
             f"NOT drained after --timeout {timeout:g} s: {result.waiting:,} waiting, {held} reserved "
             "by a consumer; run settle again to continue"
         )
+    stats = result.stats
     lines = [
-        f"{result.stats.messages} messages in {result.stats.batches} micro-batches, {result.seconds:.1f} s, "
+        f"{stats.settled:,} messages settled in {stats.batches} micro-batches, {result.seconds:.1f} s, "
         f"{state}",
         f"  posted through {result.bank}",
     ]
+    if stats.messages != stats.settled:  # each time a message came back it was handled once more
+        lines.append(f"  {stats.messages:,} deliveries handled: {stats.messages - stats.settled:,} of them "
+                     "retried or deferred, so delivered again")
     if result.republished:
         who = "a crashed run or a killed task"
         lines.append(f"  published {result.republished} dead letters / retries {who} had committed")
@@ -171,13 +175,13 @@ def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: Settl
                     progress: Progress, *, bank: BankSpec | None) -> SettleRun:
     """Run settle with its progress shown: messages settled, reserved and waiting (asked of the
     broker through a connection of its own, only when progress is shown)."""
-    from babelq.pipelines.progress import SettleProgress
+    from babelq.pipelines.progress import SettleProgress, queue_depth
     from babelq.pipelines.settle import settle
     from babelq.transports import open_transport
 
     transport = open_transport(url) if progress.live else None
     watch = SettleProgress(progress.task("settle", unit="messages"),
-                           lambda: (transport.size(args.queue), transport.reserved(args.queue)) if transport
+                           lambda: queue_depth(transport, args.queue) if transport
                            else (0, None))
     try:
         result = settle(

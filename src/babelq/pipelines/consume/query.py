@@ -37,8 +37,10 @@ from babelq.errors import BabelqError, ConfigurationError
 from babelq.pipelines.consume.api import Pipeline
 from babelq.pipelines.consume.classify import Classifier, decoded
 from babelq.pipelines.consume.partition import (
+    DEFERRED,
     OUTCOME_SCHEMA,
     READ_BY,
+    RETRIED,
     SECONDS,
     ConsumeConfig,
     consume_partition,
@@ -100,6 +102,21 @@ class ConsumeStats:
         with self.lock:
             self.by_urn.update(counts)
         self.record(folded, seconds, readers)
+
+    @property
+    def unacked(self) -> int:
+        """Messages of the last micro-batch that are handled but not acked yet: the broker still
+        counts them as reserved."""
+        with self.lock:
+            return 0 if self.last_batch_acked else max(0, self.last_batch_rows)
+
+    @property
+    def settled(self) -> int:
+        """Messages with a final outcome (handled, dropped as a duplicate, dead-lettered). A retried
+        or deferred one comes back and is settled later, so :attr:`messages` (every delivery
+        handled) counts it once more for each time it came back."""
+        with self.lock:
+            return sum(n for (o, _), n in self.outcomes.items() if o not in (RETRIED, DEFERRED))
 
 
 #: How often the driver looks whether the queue is drained (two idle looks in a row end the run).

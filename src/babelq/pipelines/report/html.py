@@ -41,6 +41,8 @@ dl.facts { display: grid; grid-template-columns: max-content minmax(0, 1fr) max-
   gap: 4px 18px; margin: 8px 0; }
 dl.facts dt { color: #5f6670; white-space: nowrap; }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+.digest { font: 12px ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
+a { color: #2f6db5; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0 4px; }
 th, td { padding: 5px 10px; text-align: left; vertical-align: top; border-bottom: 1px solid #e3e6ea; }
 thead th { background: #f3f5f8; border-bottom: 2px solid #c8ced6; font-weight: 600; }
@@ -113,13 +115,22 @@ class Bar:
     colour: str = BLUE
 
 
+def text_width(text: str, size: float = 12.0) -> int:
+    """A width in pixels no narrower than ``text`` drawn at ``size`` in the page's sans-serif: SVG
+    text does not wrap, so a chart makes room for it by this."""
+    narrow = sum(1 for ch in text if ch in " ,.:;()|il'!-")
+    return int((len(text) - narrow) * size * 0.64 + narrow * size * 0.34) + 1
+
+
 def bar_chart(title: str, bars: Sequence[Bar], *, width: int = 560, label_width: int = 200,
               ident: str = "") -> str:
     """A horizontal bar chart as an inline SVG element (bars scaled to the largest)."""
     bar_h, gap, top = 20, 7, 28
     height = top + len(bars) * (bar_h + gap) + 6
     peak = max((b.value for b in bars), default=0.0) or 1.0
-    span = width - label_width - 150
+    label_width = max([label_width, *(text_width(b.label) + 8 for b in bars)])
+    # the longest bar ends where the widest value text still fits inside the chart
+    span = max(40, width - label_width - 6 - max((text_width(b.text) for b in bars), default=0) - 4)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
              f'aria-label="{esc(title)}"{attributes({"id": ident})}>',
              f'<text x="0" y="16" font-size="14" font-weight="600" fill="#1f2328">{esc(title)}</text>']

@@ -72,8 +72,9 @@ def verdict(r: DemoResult) -> str:
         return ('<div id="verdict" class="verdict" data-balanced="true"><strong>BALANCED</strong><span>'
                 f"Every row of {esc(r.generated.path.name)} is posted, rejected at ingest or dead-lettered, "
                 "each valid payment is in the ledger once, and every currency's value adds up.</span></div>")
-    failed = [f"{esc(c.name)}: {count(c.actual)}, expected {count(c.expected)}" for c in r.checks if not c.ok]
-    failed += [f"value of {esc(v.currency or 'rows without an integer amount')} does not add up"
+    failed = [esc(c.said()) for c in r.checks if not c.ok]
+    failed += [f"value of {esc(v.currency or 'rows without an integer amount')}"
+               f"{' (amount out of range)' if v.part else ''} does not add up"
                for v in r.value_lines() if not v.ok]
     if r.doubles:
         failed.append(f"{count(len(r.doubles))} references posted more than once")
@@ -100,27 +101,44 @@ def cards(r: DemoResult) -> str:
 def facts(r: DemoResult) -> str:
     stats = r.settle.stats
     pairs = [
-        ("Input file", f"{r.generated.path.name} (in {r.generated.path.parent})"),
-        ("File SHA-256", r.ingest.digest[:16] + "…" if r.ingest.digest else "—"),
-        ("Batch id", r.ingest.batch_id),
+        ("Input file", esc(f"{r.generated.path.name} (in {r.generated.path.parent})")),
+        ("File SHA-256", f'<span class="digest">{esc(r.ingest.digest or "—")}</span>'),
+        ("Batch id", esc(r.ingest.batch_id)),
         ("Rows in the file", count(r.generated.rows)),
         ("Started (UTC)", iso_s(r.started_at)),
         ("Finished (UTC)", iso_s(r.finished_at)),
         ("Wall time", f"{r.seconds:,.1f} s"),
-        ("Spark master", r.master or "—"),
-        ("Broker", redact(r.broker)),
-        ("Queue → DLQ", f"{r.queue} → {r.triage.dlq}"),
-        ("Ledger", r.ledger),
-        ("Core banking", r.settle.bank),
+        ("Spark master", esc(r.master or "—")),
+        ("Broker", esc(redact(r.broker))),
+        ("Queue → DLQ", f'{esc(r.queue)} → <a href="#dlq">{esc(r.triage.dlq)}</a>'),
+        ("Rejected rows", _link(r.out, r.ingest.rejects_path)),
+        ("Ledger", _link(r.out, r.ledger)),
+        ("Core banking", esc(r.settle.bank)),
         ("Settle", f"{count(stats.batches)} micro-batches, {count(stats.count('retried'))} retries, "
                    f"{count(stats.count('duplicate'))} duplicates dropped"),
     ]
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in pairs)
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs)
     return f'<h2 id="run">Run</h2><dl class="facts" id="facts">{items}</dl>'
 
 
+def _link(folder: Path, where: str) -> str:
+    """``where`` as a link relative to the report's folder when it is a local path there (the
+    report can move with its folder), else as text (a database URL, a path elsewhere)."""
+    if not where:
+        return "—"
+    path = Path(where.split(" (tables ", 1)[0])
+    try:
+        inside = path.is_absolute() and path.exists() and path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        inside = False
+    if not inside:
+        return esc(where)
+    relative = path.resolve().relative_to(folder.resolve()).as_posix() + ("/" if path.is_dir() else "")
+    return f'<a href="{esc(relative)}">{esc(where)}</a>'
+
+
 def checks(r: DemoResult) -> str:
-    body = [row([cell(esc(c.name)), cell(count(c.expected), num=True), cell(count(c.actual), num=True),
+    body = [row([cell(esc(c.name)), cell(c.value(c.expected), num=True), cell(c.value(c.actual), num=True),
                  cell(status(c.ok))], cls="" if c.ok else "mismatch", attrs={"data-ok": str(c.ok).lower()})
             for c in r.checks]
     if r.doubles:

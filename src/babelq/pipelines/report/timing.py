@@ -53,7 +53,7 @@ def time_section(stages: Sequence[Stage], total: float) -> str:
     steps = parts(stages, total)
     fast = [s for s in stages if s.name in THROUGHPUT and s.rows and s.seconds > 0]
     colour = colours(stages)
-    rates = [Bar(s.name, s.rate, f"{s.rate:,.0f} rows/s ({count(s.rows)} rows)", colour[s.name])
+    rates = [Bar(s.name, s.rate, f"{s.rate_text()} ({count(s.rows)} {s.unit})", colour[s.name])
              for s in fast]
     title = f"Wall time: {total:,.1f} s"
     return (
