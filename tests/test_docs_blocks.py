@@ -16,10 +16,11 @@ One test per block, named ``<file>:<line of the opening fence>:<language>``:
 * ``json``: parses; an object with ``job`` (or ``urn``) and ``meta`` is an envelope, and
   ``babelq.decode`` must accept it.
 * ``text`` and blocks without a language are output, diagrams or synopses (``sql`` and
-  ``markdown`` shown for reference too): not run, unless a marker says they are the output of
-  the block above (below). Their ``babelq ...`` command lines are checked against the CLI's
-  parsers: an option the command lacks, or an old spelling ``--help`` no longer shows, fails
-  (run blocks get the same check, which catches the old spellings that still work).
+  ``markdown`` shown for reference too, and ``mermaid`` diagrams, which GitHub draws): not
+  run, unless a marker says they are the output of the block above (below). Their
+  ``babelq ...`` command lines are checked against the CLI's parsers: an option the
+  command lacks, or an old spelling ``--help`` no longer shows, fails (run blocks get the
+  same check, which catches the old spellings that still work).
 
 Every block starts with an environment without ``BABELQ_*`` settings (but ``BABELQ_CHROMIUM``),
 so a ``$BABELQ_BROKER`` of the person running the tests cannot change a block.
@@ -90,8 +91,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON = frozenset({"python", "py"})
 SHELL = frozenset({"sh", "bash", "shell", "console"})
 JSON = frozenset({"json"})
-#: not run: output, diagrams, synopses, and SQL or Markdown shown for reference
-TEXT = frozenset({"", "text", "markdown", "sql"})
+#: not run: output, diagrams (Mermaid ones too), synopses, and SQL or Markdown shown for reference
+TEXT = frozenset({"", "text", "markdown", "sql", "mermaid"})
 SERVICES = ("redis", "rabbitmq", "postgres")
 #: what the scratch directory links from the repository root
 LINKED = ("examples", "tests", "bench", ".venv")
@@ -711,6 +712,9 @@ def test_parse_reads_markers_and_refuses_stray_ones(tmp_path: Path) -> None:
                                                                                     "python", 4)
     assert first.source == "print(1)\n"
     assert second.skip == "no broker here" and second.kind == "shell"
+    page.write_text("```mermaid\nflowchart LR\n    a --> b\n```\n", encoding="utf-8")
+    (diagram,) = parse(page, tmp_path)
+    assert (diagram.kind, diagram.runs) == ("text", False)
     page.write_text("<!-- docs-test: sequence s -->\n\n```python\npass\n```\n", encoding="utf-8")
     with pytest.raises(MarkerError, match="right above a fence"):
         parse(page, tmp_path)
