@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from babelq.errors import BabelqError, ConfigurationError
+from babelq.errors import InjectedCrashError as InjectedCrashError
 from babelq.pipelines.consume.api import Pipeline
 from babelq.pipelines.consume.classify import Classifier, decoded
 from babelq.pipelines.consume.partition import (
@@ -138,10 +139,6 @@ def default_batch(url: str) -> int:
     from babelq.spark.datasource.stream_reader import executors_read
 
     return EXECUTORS_READ_BATCH if executors_read(url) else DRIVER_READS_BATCH
-
-
-class InjectedCrashError(BabelqError):
-    """Raised by the test hook ``fail_after_batches`` to kill a query mid-run."""
 
 
 class BatchAcks:
