@@ -2,7 +2,9 @@
 """The project's two front doors: ``python3 dev.py demo`` and ``python3 dev.py test``.
 
 Each command creates (or reuses) ``.venv`` next to this file, installs the package with
-the extras it needs whenever ``pyproject.toml`` changed, and then runs inside it. Only
+the extras it needs (the demo's for ``demo`` and ``babelq``, the whole development set for
+``test`` and ``bench``) when they are missing or ``pyproject.toml`` changed, and then runs
+inside it. Only
 Python 3.11+ (and Java 17 for Spark) must be on the machine beforehand.
 
 Commands:
@@ -15,6 +17,7 @@ Commands:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -29,19 +32,57 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 
 
-def _ensure_env() -> None:
+#: the extras each command installs: the demo and the CLI get the package with what the demo
+#: touches (Spark, and the Redis and PostgreSQL clients its --broker and --ledger take), and the
+#: test and bench commands add the whole development set on top, in the same venv
+DEMO_EXTRAS = ("spark", "redis", "postgres")
+EXTRAS = {"demo": DEMO_EXTRAS, "babelq": DEMO_EXTRAS, "test": ("dev",), "bench": ("dev",)}
+
+
+def _installed(stamp: str, pyproject_sha: str) -> tuple[bool, set[str]]:
+    """``(up to date, extras installed)`` read from the stamp: JSON with the pyproject.toml hash
+    and the extras; a bare hash is the older stamp, written after installing ``[dev]``."""
+    stamp = stamp.strip()
+    if not stamp:
+        return False, set()
+    try:
+        data = json.loads(stamp)
+    except ValueError:
+        return stamp == pyproject_sha, {"dev"}
+    if not isinstance(data, dict):
+        return False, set()
+    extras = {str(e) for e in data.get("extras", [])}
+    return data.get("pyproject") == pyproject_sha, extras
+
+
+def extras_to_install(stamp: str, pyproject_sha: str, wanted: tuple[str, ...]) -> list[str] | None:
+    """The extras to (re)install the package with, or None when the venv already has them.
+
+    ``dev`` includes every other extra, so a venv that has it needs nothing more. A changed
+    pyproject.toml reinstalls what was there plus what is wanted, so ``dev.py test`` after a
+    dependency change still finds its tools."""
+    current, have = _installed(stamp, pyproject_sha)
+    if current and ("dev" in have or set(wanted) <= have):
+        return None
+    union = have | set(wanted)
+    return ["dev"] if "dev" in union else sorted(union)
+
+
+def _ensure_env(cmd: str) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py runs under whatever python3 the machine has
         sys.exit("babelq needs Python 3.11 or newer; this is " + sys.version.split()[0])
     if not PY.exists():
         print(f"[dev] creating virtual environment in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    have = STAMP.read_text().strip() if STAMP.exists() else ""
-    if want != have:
-        print("[dev] installing babelq with its dev extras (first run or pyproject changed)", flush=True)
+    have = STAMP.read_text() if STAMP.exists() else ""
+    extras = extras_to_install(have, want, EXTRAS.get(cmd, DEMO_EXTRAS))
+    if extras is not None:
+        spec = ",".join(extras)
+        print(f"[dev] installing babelq[{spec}] (first run, new pyproject or {cmd} needs it)", flush=True)
         subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]"])
-        STAMP.write_text(want)
+        subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{spec}]"])
+        STAMP.write_text(json.dumps({"pyproject": want, "extras": extras}) + "\n")
     # The editable install runs src/ itself. Where PYTHONDONTWRITEBYTECODE is set (this project's
     # CI machine sets it) Python never caches its bytecode, and each of the dozen Python processes
     # Spark starts in a demo compiles babelq's modules again (about 3 s of CPU in all): compile
@@ -76,7 +117,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     cmd, rest = argv[0], argv[1:]
-    _ensure_env()
+    if cmd not in EXTRAS:  # before any install: a typo must not build a venv
+        print(f"unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
+        return 2
+    _ensure_env(cmd)
     if cmd == "demo":
         return _run([str(BIN / "babelq"), "demo", *rest])
     if cmd == "test":
@@ -101,10 +145,7 @@ def main(argv: list[str]) -> int:
             print(f"[dev] {path.name}", flush=True)
             code |= _run([str(PY), str(path), *rest[1:]])
         return code
-    if cmd == "babelq":
-        return _run([str(BIN / "babelq"), *rest])
-    print(f"unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
-    return 2
+    return _run([str(BIN / "babelq"), *rest])
 
 
 if __name__ == "__main__":

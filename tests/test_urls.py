@@ -19,7 +19,7 @@ SECRET = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E),
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("redis://:s3cret@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("redis://:s3cret@127.0.0.1:6379/15", "redis://:***@127.0.0.1:6379/15"),
         ("amqp://guest:guest@rabbit:5672/%2F?heartbeat=10", "amqp://guest:***@rabbit:5672/%2F?heartbeat=10"),
         (
             "postgresql://app@db/ledger?password=pw&sslmode=require",

@@ -116,18 +116,18 @@ CASES = [
     ),
     # -- worker: brokers ---------------------------------------------------------------------------
     pytest.param(
-        Case(_redis(f"redis://:{SECRET}@127.0.0.1:1/0"), says=("127.0.0.1:1",)), id="redis-unreachable"
+        Case(_redis(f"redis://:{SECRET}@127.0.0.1:1/15"), says=("127.0.0.1:1",)), id="redis-unreachable"
     ),
     pytest.param(
         Case(
             ("worker", "--app", APP, "--until-empty"),
             says=("127.0.0.1:1",),
-            env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/0"},
+            env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/15"},
         ),
         id="redis-unreachable-from-BABELQ_BROKER",
     ),
     pytest.param(
-        Case(_redis(f"redis://nosuchuser:{SECRET}@127.0.0.1:6379/0"), says=("password",), service="redis"),
+        Case(_redis(f"redis://nosuchuser:{SECRET}@127.0.0.1:6379/15"), says=("password",), service="redis"),
         id="redis-wrong-password",
     ),
     pytest.param(Case(_redis("sqlite:///proc/q.db"), says=("/proc/q.db",)), id="sqlite-under-proc"),
@@ -206,7 +206,7 @@ CASES = [
     ),
     pytest.param(
         Case(
-            ("conformance", str(CONFORMANCE_DIR), "--transport", f"redis://:{SECRET}@127.0.0.1:1/0"),
+            ("conformance", str(CONFORMANCE_DIR), "--transport", f"redis://:{SECRET}@127.0.0.1:1/15"),
             says=("127.0.0.1:1",),
         ),
         id="conformance-transport-unreachable",
@@ -214,7 +214,7 @@ CASES = [
     # -- dlq --------------------------------------------------------------------------------------------
     pytest.param(
         Case(
-            ("dlq", "--broker", f"redis://:{SECRET}@127.0.0.1:1/0", "--queue", "payments"),
+            ("dlq", "--broker", f"redis://:{SECRET}@127.0.0.1:1/15", "--queue", "payments"),
             says=("127.0.0.1:1",),
         ),
         id="dlq-redis-unreachable",
@@ -340,7 +340,7 @@ CASES = [
     ),
     pytest.param(
         Case(
-            ("expire", "--broker", f"redis://:{SECRET}@127.0.0.1:1/0", "--queue", "q"), says=("127.0.0.1:1",)
+            ("expire", "--broker", f"redis://:{SECRET}@127.0.0.1:1/15", "--queue", "q"), says=("127.0.0.1:1",)
         ),
         id="expire-redis-unreachable",
     ),
@@ -528,7 +528,7 @@ def test_worker_url_wins_over_BABELQ_BROKER(tmp_path: Path) -> None:
     proc = run_babelq(
         ["worker", "--app", "service:app", "--until-empty", "--url", url],
         cwd=tmp_path,
-        env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/0"},
+        env={"BABELQ_BROKER": f"redis://:{SECRET}@127.0.0.1:1/15"},
     )
     assert proc.returncode == 0, proc.stderr.decode()
     assert json.loads(proc.stdout)["handled"] == 1

@@ -100,9 +100,8 @@ def test_relative_sqlite_broker_is_refused_on_a_cluster(how: str, tmp_path: Path
 
 def test_sqlite_ledger_is_refused_on_a_cluster(tmp_path: Path) -> None:
     for ledger in (str(tmp_path / "ledger.db"), "ledger.db", f"sqlite:///{tmp_path}/ledger.db"):
-        done = babelq(
-            _settle("--broker", "redis://127.0.0.1:6379/0", "--ledger", ledger, "--master", NOWHERE), tmp_path
-        )
+        args = _settle("--broker", "redis://127.0.0.1:6379/15", "--ledger", ledger, "--master", NOWHERE)
+        done = babelq(args, tmp_path)
         line = one_error_line(done, "settle")
         assert "--ledger" in line and "PostgreSQL on a cluster" in line
     assert not (tmp_path / "ledger.db").exists()
@@ -201,6 +200,6 @@ def test_library_ingest_and_settle_refuse_unshareable_targets_on_the_sessions_ma
     with pytest.raises(ConfigurationError, match=r"^url: .*relative SQLite path.*spark://127\.0\.0\.1:1"):
         ingest(spark, bulk_file, url="sqlite://q.db", rejects_path=tmp_path / "rejects")
     with pytest.raises(ConfigurationError, match=r"^ledger: the SQLite ledger .*PostgreSQL on a cluster"):
-        settle(spark, url="redis://127.0.0.1:6379/0", queue="payments", ledger=tmp_path / "ledger.db",
+        settle(spark, url="redis://127.0.0.1:6379/15", queue="payments", ledger=tmp_path / "ledger.db",
                checkpoint=tmp_path / "ck")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["payments.csv"]  # no journal, ledger, checkpoint

@@ -153,7 +153,7 @@ def test_the_broker_is_spelled_broker_everywhere(name: str, parser: argparse.Arg
 @pytest.mark.parametrize("command", sorted(BROKER_COMMANDS))
 def test_broker_and_its_old_spellings_parse_to_the_same_value(command: str) -> None:
     parser = cli_main.build_parser()
-    url = "redis://127.0.0.1:6379/0"
+    url = "redis://127.0.0.1:6379/15"
     for option in (BROKER_OPTION, *BROKER_COMMANDS[command]):
         args = parser.parse_args([command, *REQUIRED_ARGS[command], option, url])
         assert args.broker == url, option

@@ -35,7 +35,7 @@ POISONED = "urn:babel:customers:poisoned"  # its handler always fails -> dead le
 def redis_stored(prefix: str) -> bytes:
     import redis
 
-    client = redis.Redis(host="127.0.0.1", port=6379)
+    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
     out: list[bytes] = []
     for key in client.scan_iter(match=f"{prefix}*"):
         kind = client.type(key).decode()
@@ -98,10 +98,10 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
     if request.param == "redis":
         require_service("redis")
         prefix = f"gdpr-test-{uuid.uuid4().hex[:8]}:"
-        yield f"redis://127.0.0.1:6379/0?prefix={prefix}", lambda queues: redis_stored(prefix)
+        yield f"redis://127.0.0.1:6379/15?prefix={prefix}", lambda queues: redis_stored(prefix)
         import redis
 
-        client = redis.Redis(host="127.0.0.1", port=6379)
+        client = redis.Redis(host="127.0.0.1", port=6379, db=15)
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)
         client.close()

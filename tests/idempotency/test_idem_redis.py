@@ -16,7 +16,7 @@ from conftest import require_service
 
 pytestmark = pytest.mark.live
 
-URL = "redis://127.0.0.1:6379/0"
+URL = "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture

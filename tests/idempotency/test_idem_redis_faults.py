@@ -15,7 +15,7 @@ from runtime.faults import TcpProxy
 
 pytestmark = pytest.mark.live
 
-URL = "redis://127.0.0.1:6379/0"
+URL = "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture
@@ -42,14 +42,14 @@ def proxy() -> Iterator[TcpProxy]:
 def test_an_outage_raises_unavailable_then_the_store_recovers(prefix: str, proxy: TcpProxy) -> None:
     import redis
 
-    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix)
+    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/15", prefix=prefix)
     assert store.claim("a")
     proxy.stop()
     with pytest.raises(UnavailableError) as caught:
         store.seen("a")
     assert isinstance(caught.value.__cause__, redis.RedisError)
     assert f"127.0.0.1:{proxy.port}" in str(caught.value)
-    secret = RedisStore(f"redis://:s3cret@127.0.0.1:{proxy.port}/0", prefix=prefix)
+    secret = RedisStore(f"redis://:s3cret@127.0.0.1:{proxy.port}/15", prefix=prefix)
     with pytest.raises(UnavailableError) as caught:
         secret.claim("b")
     assert "s3cret" not in str(caught.value) and "***" in str(caught.value)
@@ -63,7 +63,7 @@ def test_an_outage_raises_unavailable_then_the_store_recovers(prefix: str, proxy
 
 
 def test_a_claim_whose_reply_was_lost_is_recognised_as_ours(prefix: str, proxy: TcpProxy) -> None:
-    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix)
+    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/15", prefix=prefix)
     other = RedisStore(URL, prefix=prefix)
     assert not store.seen("warm-up")
     key = str(uuid.uuid4())
@@ -77,7 +77,7 @@ def test_a_claim_whose_reply_was_lost_is_recognised_as_ours(prefix: str, proxy: 
 
 
 def test_a_claim_held_when_the_connection_broke_is_reclaimed_on_retry(prefix: str, proxy: TcpProxy) -> None:
-    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix)
+    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/15", prefix=prefix)
     key = str(uuid.uuid4())
     assert store.claim(key)
     proxy.stop()

@@ -44,7 +44,7 @@ def test_one_worker_runs_celery_tasks_and_envelopes(tmp_path: Path, unique_queue
     from conftest import require_service
 
     host, port = require_service("redis")
-    broker = f"redis://{host}:{port}/0"
+    broker = f"redis://{host}:{port}/15"
     record = tmp_path / "record.txt"
     (tmp_path / "shop_celery.py").write_text(textwrap.dedent(PROJECT))
     tasks = f"{unique_queue}_tasks"

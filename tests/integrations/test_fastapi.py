@@ -30,7 +30,7 @@ def test_an_endpoint_publishes_and_the_lifespan_consumes(url: str, unique_queue:
         from conftest import require_service
 
         host, port = require_service("redis")
-        url = f"redis://{host}:{port}/0"
+        url = f"redis://{host}:{port}/15"
     worker = App(url, queue=unique_queue, poll_timeout=0.1, grace_period=5)
     handled: list[int] = []
 
@@ -124,7 +124,7 @@ def test_under_a_real_asgi_server_requests_publish_and_sigterm_stops_both(
     from conftest import require_service
 
     host, port = require_service("redis")
-    url = f"redis://{host}:{port}/0"
+    url = f"redis://{host}:{port}/15"
     (tmp_path / "shop_api.py").write_text(SERVED_APP)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -30,7 +30,7 @@ from babelqueue.redis_transport import RedisTransport as TheirRedis  # noqa: E40
 
 from babelq.transports.redis import RedisTransport as OurRedis  # noqa: E402
 
-URL = "redis://127.0.0.1:6379/0"
+URL = "redis://127.0.0.1:6379/15"
 URN = "urn:babel:orders:created"
 pytestmark = pytest.mark.live
 

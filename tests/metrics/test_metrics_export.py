@@ -47,7 +47,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "redis":
         host, port = require_service("redis")
-        yield f"redis://{host}:{port}/0"
+        yield f"redis://{host}:{port}/15"
     else:
         yield f"sqlite:///{tmp_path}/q.db"
 

@@ -22,7 +22,7 @@ from babelq.transports import Transport
 from conftest import ROOT, require_service
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = "redis://127.0.0.1:6379/15"
 BABELQ = [sys.executable, "-m", "babelq.cli.main"]
 
 

@@ -54,7 +54,7 @@ def test_init_status_relay_once(target: Target, unique_queue: str, tmp_path: Pat
             "--outbox: unsupported outbox URL",
         ),
         (
-            ["--outbox", "x.db", "--broker", "redis://:hunter2@127.0.0.1:1/0", "--once"],
+            ["--outbox", "x.db", "--broker", "redis://:hunter2@127.0.0.1:1/15", "--once"],
             "--broker redis://:***@",
         ),
         (

@@ -202,7 +202,7 @@ def _wait(condition: object, within: float = 20.0) -> None:
 def test_an_outage_while_running_backs_off_marks_nothing_failed_and_recovers(
     target: Target, unique_queue: str, proxy: Proxy
 ) -> None:
-    url = f"redis://127.0.0.1:{proxy.port}/0?socket_connect_timeout=1&socket_timeout=2"
+    url = f"redis://127.0.0.1:{proxy.port}/15?socket_connect_timeout=1&socket_timeout=2"
     relay = Relay(
         target.url, url, table=target.table, batch=10, poll_interval=0.05, backoff_first=0.05, backoff_cap=0.3
     )
@@ -224,7 +224,7 @@ def test_an_outage_while_running_backs_off_marks_nothing_failed_and_recovers(
         thread.join(10)
         relay.close()
     assert totals["outages"] >= 2 and totals["failed"] == 0 and totals["published"] == 35
-    t = open_transport("redis://127.0.0.1:6379/0")
+    t = open_transport("redis://127.0.0.1:6379/15")
     try:
         assert numbers(read_all(t, unique_queue)) == list(range(35))
     finally:

@@ -35,7 +35,7 @@ from spark_defaults import DEFAULTS, isolated_env
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.mark.live]
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = "redis://127.0.0.1:6379/15"
 #: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores)
 QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
              "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]

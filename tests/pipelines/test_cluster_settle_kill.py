@@ -66,7 +66,7 @@ pytestmark = [
 ]
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = "redis://127.0.0.1:6379/15"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 ROWS = 50_000
 POISON = ROWS // 1000

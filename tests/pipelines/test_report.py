@@ -86,7 +86,7 @@ def shown(cell: dict[str, str], currency: str) -> tuple[int, int]:
 
 
 def synthetic(tmp_path: Path, *, posted_aud: tuple[int, int] = (6, 6_000),
-              broker: str = "redis://:s3cret@127.0.0.1:6379/0") -> Any:
+              broker: str = "redis://:s3cret@127.0.0.1:6379/15") -> Any:
     """A 10-row run: 7 AUD and 1 JPY valid (one AUD expired on the DLQ), 1 row of amount 12.50, 1 in XYZ;
     one poison body on the DLQ."""
     from babelq.pipelines.demo import DemoResult, _checks

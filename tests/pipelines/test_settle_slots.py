@@ -85,7 +85,7 @@ def test_the_default_micro_batch_is_big_where_the_executors_read(tmp_path: Path)
 
     assert (EXECUTORS_READ_BATCH, DRIVER_READS_BATCH) == (100_000, 20_000)
     assert default_batch(f"sqlite://{tmp_path}/q.db") == EXECUTORS_READ_BATCH
-    assert default_batch("redis://127.0.0.1:6379/0") == EXECUTORS_READ_BATCH
+    assert default_batch("redis://127.0.0.1:6379/15") == EXECUTORS_READ_BATCH
     assert default_batch("amqp://guest:guest@127.0.0.1:5672/%2F") == DRIVER_READS_BATCH
     assert default_batch("sqs://127.0.0.1:4566/000000000000") == DRIVER_READS_BATCH
 

@@ -26,7 +26,7 @@ from babelqueue import BabelQueue, bypass_external_effects  # noqa: E402
 from babelqueue.redis_transport import RedisTransport as TheirRedis  # noqa: E402
 from babelqueue.redrive import redrive as their_redrive  # noqa: E402
 
-URL = "redis://127.0.0.1:6379/0"
+URL = "redis://127.0.0.1:6379/15"
 URN = "urn:babel:orders:created"
 pytestmark = pytest.mark.live
 

@@ -19,7 +19,7 @@ from babelq.transports import Transport, open_transport
 from conftest import ROOT, require_service
 
 URN = "urn:babel:orders:created"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture(params=["sqlite", "redis"])

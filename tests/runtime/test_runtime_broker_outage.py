@@ -23,7 +23,7 @@ from babelq.transports import open_transport
 from .faults import TcpProxy
 
 URN = "urn:babel:jobs:run"
-REDIS = "redis://127.0.0.1:6379/0"
+REDIS = "redis://127.0.0.1:6379/15"
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -68,7 +68,7 @@ def test_an_unreachable_broker_is_retried_with_one_redacted_line_per_attempt(
 ) -> None:
     pytest.importorskip("redis")
     port = free_port()  # nothing listens here
-    app = App(f"redis://:s3cret@127.0.0.1:{port}/0", queue="orders", poll_timeout=0.1)
+    app = App(f"redis://:s3cret@127.0.0.1:{port}/15", queue="orders", poll_timeout=0.1)
     app.register(URN, lambda message: None)
     with caplog.at_level(logging.INFO, logger="babelq"):
         thread = run_in_thread(app)
@@ -80,7 +80,7 @@ def test_an_unreachable_broker_is_retried_with_one_redacted_line_per_attempt(
     assert 2 <= len(lines) <= 6, [r.getMessage() for r in lines]  # backoff, not a hot loop
     for record in lines:
         text = record.getMessage()
-        assert f"redis://:***@127.0.0.1:{port}/0" in text and "s3cret" not in text
+        assert f"redis://:***@127.0.0.1:{port}/15" in text and "s3cret" not in text
         assert "onnect" in text  # the error itself ("Connection refused", "Error 111 connecting...")
         assert "\n" not in text
     no_tracebacks(caplog)
@@ -94,7 +94,7 @@ def test_the_worker_carries_on_when_the_broker_comes_back(
 ) -> None:
     direct = open_transport(REDIS)
     with TcpProxy(("127.0.0.1", 6379)) as proxy:
-        url = f"redis://127.0.0.1:{proxy.port}/0?visibility_timeout=10"
+        url = f"redis://127.0.0.1:{proxy.port}/15?visibility_timeout=10"
         app = App(url, queue=queue, poll_timeout=0.2)
         effects: Counter[int] = Counter()
         lock = threading.Lock()
@@ -126,6 +126,6 @@ def test_the_worker_carries_on_when_the_broker_comes_back(
     assert effects == Counter(range(50))
     outage = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(outage) == app.stats()["fetch_errors"] >= 3
-    assert all(f"redis://127.0.0.1:{proxy.port}/0" in line for line in outage), outage
+    assert all(f"redis://127.0.0.1:{proxy.port}/15" in line for line in outage), outage
     assert any("reachable again" in r.getMessage() for r in caplog.records)
     no_tracebacks(caplog)

@@ -40,7 +40,7 @@ def broker_url(request: pytest.FixtureRequest, tmp_path: Path, unique_queue: str
     from conftest import require_service
 
     require_service("redis")
-    url = f"redis://127.0.0.1:6379/0?visibility_timeout={VISIBILITY}"
+    url = f"redis://127.0.0.1:6379/15?visibility_timeout={VISIBILITY}"
     yield url
     transport = open_transport(url)
     for queue in (unique_queue, f"{unique_queue}.dlq"):

@@ -54,7 +54,7 @@ def test_publish_async_runs_publish_middleware() -> None:
 
 
 def test_publish_async_while_the_broker_is_down_is_unavailable_in_one_line() -> None:
-    app = App("redis://127.0.0.1:1/0", queue="orders")  # nothing listens on port 1
+    app = App("redis://127.0.0.1:1/15", queue="orders")  # nothing listens on port 1
     with pytest.raises(UnavailableError) as caught:
         asyncio.run(app.publish_async(URN, {"n": 1}))
     assert "\n" not in str(caught.value) and "127.0.0.1:1" in str(caught.value)
@@ -65,7 +65,7 @@ def redis_url() -> str:
     from conftest import require_service
 
     host, port = require_service("redis")
-    return f"redis://{host}:{port}/0"
+    return f"redis://{host}:{port}/15"
 
 
 @pytest.fixture

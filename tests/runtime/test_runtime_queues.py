@@ -161,7 +161,7 @@ def test_the_worker_command_reads_several_queues_on_redis(
     from conftest import require_service
 
     require_service("redis")
-    url = "redis://127.0.0.1:6379/0"
+    url = "redis://127.0.0.1:6379/15"
     (tmp_path / "queues_worker_app.py").write_text(APP_MODULE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(sys.modules, "queues_worker_app", raising=False)

@@ -134,7 +134,7 @@ def test_a_shared_rate_limit_holds_two_workers_to_one_rate(unique_queue: str) ->
     from conftest import require_service
 
     host, port = require_service("redis")
-    url = f"redis://{host}:{port}/0"
+    url = f"redis://{host}:{port}/15"
     key = f"babelq:rate:test:{unique_queue}"
     starts: list[float] = []
     apps = []

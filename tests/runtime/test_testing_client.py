@@ -22,7 +22,7 @@ class Order:
     order_id: int
 
 
-def build_app(transport: object = "redis://127.0.0.1:1/0", backoff: Backoff | None = None) -> App:
+def build_app(transport: object = "redis://127.0.0.1:1/15", backoff: Backoff | None = None) -> App:
     """An App bound to a broker that is not there: the test broker must stand in for it."""
     app = App(transport, queue="orders", max_attempts=3, backoff=backoff)  # type: ignore[arg-type]
     tries: dict[int, int] = {}
@@ -59,7 +59,7 @@ def test_every_fate_is_recorded_and_retries_run_at_once() -> None:
         assert [e.data for e in broker.messages("shipping")] == [{"order_id": 1}, {"order_id": 2}]
         poison = [b for b in broker.dead_letters() if b"poison" in b]
         assert [original_bytes(b) for b in poison] == [b"{not json"]
-    assert app._url == "redis://127.0.0.1:1/0" and app._transport is None  # given back
+    assert app._url == "redis://127.0.0.1:1/15" and app._transport is None  # given back
 
 
 def test_real_backoff_keeps_the_apps_policy() -> None:

@@ -40,7 +40,7 @@ def registry() -> SchemaRegistry:
 def broker(request: pytest.FixtureRequest, tmp_path: Path, unique_queue: str) -> Iterator[str]:
     if request.param == "redis":
         require_service("redis")
-        url = "redis://127.0.0.1:6379/0"
+        url = "redis://127.0.0.1:6379/15"
     else:
         url = f"sqlite:///{tmp_path}/q.db"
     yield url

@@ -35,7 +35,7 @@ def test_option_names_are_case_insensitive() -> None:
     assert opts.visibility_timeout == DEFAULT_VISIBILITY_TIMEOUT
 
 
-@pytest.mark.parametrize("url", ["sqlite:///x.db", "redis://127.0.0.1:6379/0", "sqs://?region=eu-west-1"])
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "redis://127.0.0.1:6379/15", "sqs://?region=eu-west-1"])
 def test_leased_transports_get_the_visibility_timeout(url: str) -> None:
     opts = SourceOptions.parse({"url": url, "queue": "q", "visibilityTimeout": "12.5"})
     # a reader never creates an SQLite queue database (issue 11)

@@ -141,7 +141,7 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
         b = Broker(name, f"sqlite://{db}", 300, _sqlite_stored(db))
     elif name == "redis":
         host, port = require_service("redis")
-        url = f"redis://{host}:{port}/0"
+        url = f"redis://{host}:{port}/15"
         b = Broker(name, url, 300, _redis_stored(url))
     elif name == "amqp":
         host, port = require_service("rabbitmq")

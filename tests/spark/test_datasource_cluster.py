@@ -73,7 +73,7 @@ def test_reads_happen_in_at_least_two_executor_processes(
     spark_cluster: Any, unique_queue: str, tmp_path: Path
 ) -> None:
     host, port = require_service("redis")
-    url = f"redis://{host}:{port}/0"
+    url = f"redis://{host}:{port}/15"
     bodies = [make("urn:babel:tests:item", {"i": i}, queue=unique_queue).encode() for i in range(800)]
     transport = open_transport(url)
     try:
@@ -148,7 +148,7 @@ def test_an_executor_killed_holding_its_reservations_loses_nothing(
     spark_cluster: Any, unique_queue: str, tmp_path: Path
 ) -> None:
     host, port = require_service("redis")
-    url = f"redis://{host}:{port}/0"
+    url = f"redis://{host}:{port}/15"
     bodies = [make("urn:babel:tests:item", {"i": i}, queue=unique_queue).encode() for i in range(400)]
     transport = open_transport(url)
     out = tmp_path / "out"

@@ -35,7 +35,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         open_transport(f"sqlite://{db}").close()  # a publisher made the database
         return f"sqlite://{db}"
     host, port = require_service("redis")
-    return f"redis://{host}:{port}/0"
+    return f"redis://{host}:{port}/15"
 
 
 @pytest.fixture

@@ -58,8 +58,8 @@ def _redis(request: pytest.FixtureRequest) -> Broker:
     import redis
     from babelqueue.redis_transport import RedisTransport
 
-    url = f"redis://{host}:{port}/0"
-    client = redis.Redis(host=host, port=port)
+    url = f"redis://{host}:{port}/15"
+    client = redis.Redis(host=host, port=port, db=15)
     request.addfinalizer(client.close)
 
     def cleanup(queue: str) -> None:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.live
 @pytest.fixture
 def url() -> str:
     host, port = require_service("redis")
-    return f"redis://{host}:{port}/0"
+    return f"redis://{host}:{port}/15"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ def make_transport(request: pytest.FixtureRequest) -> Iterator[MakeTransport]:
     def make(*, visibility_timeout: float | None = None) -> RedisTransport:
         lease = TestRedisContract.visibility_timeout if visibility_timeout is None else visibility_timeout
         t = RedisTransport(
-            f"redis://{host}:{port}/0", visibility_timeout=lease, poll_interval=0.1, delays=request.param
+            f"redis://{host}:{port}/15", visibility_timeout=lease, poll_interval=0.1, delays=request.param
         )
         made.append(t)
         return t

@@ -82,32 +82,32 @@ def _one_line(exc: BaseException) -> str:
 
 def test_unreachable_redis_fails_at_open_with_one_redacted_line() -> None:
     with pytest.raises(UnavailableError) as caught:
-        open_transport(f"redis://:{PASSWORD}@127.0.0.1:1/0")
+        open_transport(f"redis://:{PASSWORD}@127.0.0.1:1/15")
     text = _one_line(caught.value)
-    assert "redis://:***@127.0.0.1:1/0" in text and PASSWORD not in text
+    assert "redis://:***@127.0.0.1:1/15" in text and PASSWORD not in text
     assert "Connection refused" in text  # the driver's reason, kept
     assert isinstance(caught.value.__cause__, redis.ConnectionError)
 
 
 def test_a_wrong_password_is_a_configuration_error(guarded_redis: ThrowawayRedis) -> None:
-    url = f"redis://:wrong-{PASSWORD}@127.0.0.1:{guarded_redis.port}/0"
+    url = f"redis://:wrong-{PASSWORD}@127.0.0.1:{guarded_redis.port}/15"
     with pytest.raises(ConfigurationError) as caught:
         open_transport(url)
     text = _one_line(caught.value)
-    assert PASSWORD not in text and f"redis://:***@127.0.0.1:{guarded_redis.port}/0" in text
+    assert PASSWORD not in text and f"redis://:***@127.0.0.1:{guarded_redis.port}/15" in text
     assert "authentication" in text
     assert isinstance(caught.value.__cause__, redis.AuthenticationError)
 
 
 def test_a_missing_password_is_a_configuration_error(guarded_redis: ThrowawayRedis) -> None:
     with pytest.raises(ConfigurationError, match="authentication"):
-        RedisTransport(f"redis://127.0.0.1:{guarded_redis.port}/0")
+        RedisTransport(f"redis://127.0.0.1:{guarded_redis.port}/15")
 
 
 def test_losing_redis_mid_run_raises_unavailable_with_the_driver_error_as_cause(
     guarded_redis: ThrowawayRedis,
 ) -> None:
-    url = f"redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/0"
+    url = f"redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/15"
     transport = RedisTransport(url)
     try:
         transport.publish("orders", b"one")
@@ -130,7 +130,7 @@ def test_losing_redis_mid_run_raises_unavailable_with_the_driver_error_as_cause(
 
 
 def test_given_client_errors_name_its_address_without_the_password() -> None:
-    client = redis.Redis.from_url(f"redis://:{PASSWORD}@127.0.0.1:1/0")
+    client = redis.Redis.from_url(f"redis://:{PASSWORD}@127.0.0.1:1/15")
     transport = RedisTransport(client=client)  # a given client is the caller's: not pinged
     with pytest.raises(UnavailableError) as caught:
         transport.publish("orders", b"x")
@@ -144,11 +144,11 @@ def test_the_laravel_layout_follows_the_same_connection_rules() -> None:
     """Both layouts connect through babelq.transports.redis_connection: the same open-time
     error, given-client address, pickling refusal and use-after-close."""
     with pytest.raises(UnavailableError) as caught:
-        open_transport(f"redis://:{PASSWORD}@127.0.0.1:1/0?laravel=1")
+        open_transport(f"redis://:{PASSWORD}@127.0.0.1:1/15?laravel=1")
     text = _one_line(caught.value)
-    assert "redis://:***@127.0.0.1:1/0" in text and PASSWORD not in text
+    assert "redis://:***@127.0.0.1:1/15" in text and PASSWORD not in text
     assert isinstance(caught.value.__cause__, redis.ConnectionError)
-    client = redis.Redis.from_url(f"redis://:{PASSWORD}@127.0.0.1:1/0")
+    client = redis.Redis.from_url(f"redis://:{PASSWORD}@127.0.0.1:1/15")
     transport = RedisLaravelTransport(client=client)
     with pytest.raises(UnavailableError) as caught:
         transport.purge("orders")
@@ -165,7 +165,7 @@ def test_a_connect_timeout_is_set_unless_the_url_gives_one() -> None:
     """A blackholed host must not hang an open for the OS's minutes-long connect timeout."""
     host, port = require_service("redis")
     for query, expected in (("", CONNECT_TIMEOUT), ("?socket_connect_timeout=2.5", 2.5)):
-        transport = open_transport(f"redis://{host}:{port}/0{query}")
+        transport = open_transport(f"redis://{host}:{port}/15{query}")
         try:
             assert isinstance(transport, RedisTransport)
             assert transport.client.connection_pool.connection_kwargs["socket_connect_timeout"] == expected

@@ -39,7 +39,7 @@ def make_transport() -> Iterator[MakeTransport]:
     def make_one(*, visibility_timeout: float | None = None) -> Transport:
         lease = visibility_timeout or TestRedisLaravelContract.visibility_timeout
         t = RedisTransport.from_url(
-            f"redis://{host}:{port}/0?laravel=1", visibility_timeout=lease, poll_interval=0.1
+            f"redis://{host}:{port}/15?laravel=1", visibility_timeout=lease, poll_interval=0.1
         )
         assert isinstance(t, RedisLaravelTransport)
         made.append(t)
@@ -92,7 +92,7 @@ class TestRedisLaravelContract(TransportContract):
 
 def test_url_selects_the_layout_and_its_options(unique_queue: str) -> None:
     host, port = require_service("redis")
-    base = f"redis://{host}:{port}/0"
+    base = f"redis://{host}:{port}/15"
     t = open_transport(f"{base}?laravel=1&prefix=lq:&retry_after=7&socket_timeout=5")
     try:
         assert isinstance(t, RedisLaravelTransport)
@@ -122,7 +122,7 @@ def test_a_laravel_transport_pickles_by_url() -> None:
     import pickle
 
     host, port = require_service("redis")
-    t = open_transport(f"redis://{host}:{port}/0?laravel=1&visibility_timeout=5")
+    t = open_transport(f"redis://{host}:{port}/15?laravel=1&visibility_timeout=5")
     again = pickle.loads(pickle.dumps(t))
     try:
         assert isinstance(again, RedisLaravelTransport)
@@ -134,7 +134,7 @@ def test_a_laravel_transport_pickles_by_url() -> None:
 
 def test_reserve_bumps_attempts_in_the_member_not_in_the_delivery(unique_queue: str) -> None:
     host, port = require_service("redis")
-    with open_transport(f"redis://{host}:{port}/0?laravel=1&visibility_timeout=30") as t:
+    with open_transport(f"redis://{host}:{port}/15?laravel=1&visibility_timeout=30") as t:
         body = make("urn:babel:test:bump", {"n": 1}, queue=unique_queue).encode()
         t.publish(unique_queue, body)
         [d] = t.reserve(unique_queue, timeout=2)

@@ -52,7 +52,7 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 @pytest.fixture
 def url() -> str:
     host, port = require_service("redis")
-    return f"redis://{host}:{port}/0"
+    return f"redis://{host}:{port}/15"
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ SECRET = "Zq-s3cr3t-Pw"
 SCHEMES: dict[type[URLOptions], str] = {
     MemoryOptions: "memory://",
     SQLiteOptions: "sqlite:///tmp/babelq-never-created/q.db",
-    RedisOptions: "redis://127.0.0.1:6379/0",
+    RedisOptions: "redis://127.0.0.1:6379/15",
     AMQPOptions: "amqp://guest:guest@127.0.0.1:5672/%2F",
     SQSOptions: "sqs://eu-west-1",
     KafkaOptions: "kafka://b1:9092",
