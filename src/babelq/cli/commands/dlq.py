@@ -20,13 +20,12 @@ if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
 
 
-
 def _queue(parser: argparse.ArgumentParser, *, hidden: bool) -> None:
     # required, but checked when the command runs: `dlq --queue Q redrive` gives it before the subcommand
     parser.add_argument(
         "--queue",
         default=None if hidden else argparse.SUPPRESS,
-        help=argparse.SUPPRESS if hidden else "the DLQ (e.g. payments.dlq) or its source queue",
+        help=argparse.SUPPRESS if hidden else "the DLQ (e.g. payments.dlq) or its source queue (required)",
     )
 
 
