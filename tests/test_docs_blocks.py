@@ -684,7 +684,7 @@ def test_skips_are_few_and_explained() -> None:
 
 
 def test_command_lines_are_checked_against_the_parsers() -> None:
-    assert cli_problems("babelq relay --outbox URL --broker URL [--batch N] [--once]\n") == []
+    assert cli_problems("babelq relay --outbox URL --broker URL [--publish-batch N] [--once]\n") == []
     assert cli_problems("$ babelq [-v|-vv] outbox status URL [--table T] --failed 3\n") == []
     assert cli_problems("babelq worker --app a:app \\\n    --url redis://h/0 --nope\n") == [
         "`babelq worker --url` is an old spelling --help no longer shows (in: babelq worker --app a:app "

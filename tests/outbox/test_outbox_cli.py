@@ -28,7 +28,7 @@ def test_init_status_relay_once(target: Target, unique_queue: str, tmp_path: Pat
     assert json.loads(status.stdout)["counts"] == {"pending": 7, "published": 0, "failed": 0}
     broker = f"sqlite://{tmp_path}/broker.db"
     done = relay_cli(
-        "--outbox", target.url, "--broker", broker, "--table", target.table, "--batch", "3", "--once"
+        "--outbox", target.url, "--broker", broker, "--table", target.table, "--publish-batch", "3", "--once"
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"batches": 3, "claimed": 7, "failed": 0, "outages": 0, "published": 7}
@@ -47,7 +47,10 @@ def test_init_status_relay_once(target: Target, unique_queue: str, tmp_path: Pat
     [
         (["--broker", "sqlite:///tmp/x.db"], "babelq relay: error: --outbox: no outbox URL given"),
         (["--outbox", "x.db"], "babelq relay: error: --broker: no broker URL given"),
-        (["--outbox", "x.db", "--broker", "sqlite:///tmp/x.db", "--batch", "0"], "--batch: must be >= 1"),
+        (
+            ["--outbox", "x.db", "--broker", "sqlite:///tmp/x.db", "--publish-batch", "0"],
+            "--publish-batch: must be >= 1",
+        ),
         (["--outbox", "x.db", "--broker", "sqlite:///tmp/x.db", "--lease", "0"], "--lease: must be > 0"),
         (
             ["--outbox", "mysql://u:hunter2@h/d", "--broker", "sqlite:///tmp/x.db"],

@@ -53,7 +53,7 @@ def test_concurrent_relays_publish_each_row_exactly_once(
         broker,
         "--table",
         target.table,
-        "--batch",
+        "--publish-batch",
         "25",
         "--poll",
         "0.01",

@@ -34,7 +34,7 @@ def test_killed_between_publish_and_mark_publishes_again_and_loses_nothing(
         broker,
         "--table",
         target.table,
-        "--batch",
+        "--publish-batch",
         str(BATCH),
         "--lease",
         "1",

@@ -97,7 +97,8 @@ def test_consume_on_the_cluster_survives_an_executor_sigkill(
     ui_port, events = free_port(), tmp_path / "consume-events"
     env = cli_env({"PYSPARK_PYTHON": str(bare_python)})
     args = [str(BABELQ), "consume", "--app", f"{EXAMPLE}:pipeline", "--broker", REDIS, "--queue", queue,
-            "--sink", sink, "--checkpoint", str(tmp_path / "ck"), "--batch", str(BATCH), "--timeout", "240",
+            "--sink", sink, "--checkpoint", str(tmp_path / "ck"), "--micro-batch", str(BATCH),
+            "--timeout", "240",
             "--master", spark_cluster.master_url, *QUICK_JIT, *event_log_conf(events),
             "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}"]
     consuming = subprocess.Popen(

@@ -160,7 +160,8 @@ def test_settle_on_the_cluster_survives_an_executor_sigkill_mid_settle(
     clock = time.monotonic()
     ui_port, events = free_port(), tmp_path / "settle-events"
     settle = [str(BABELQ), "settle", "--broker", REDIS, "--queue", queue, "--ledger", ledger_url,
-              "--checkpoint", str(tmp_path / "checkpoint"), "--batch", str(BATCH), "--retry-delay-ms", "200",
+              "--checkpoint", str(tmp_path / "checkpoint"), "--micro-batch", str(BATCH),
+              "--retry-delay", "0.2",
               "--timeout", "240", "--master", spark_cluster.master_url, *QUICK_JIT]
     settling = subprocess.Popen(
         [*settle, *event_log_conf(events),  # and the driver's REST API, to see which executor is busy

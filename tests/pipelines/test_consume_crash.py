@@ -105,7 +105,7 @@ def test_a_consume_killed_at_each_window_and_at_random_reconciles(
     args = [
         sys.executable, "-c", "import sys; from babelq.cli.main import main; sys.exit(main())",
         "consume", "--app", f"{EXAMPLE}:pipeline", "--broker", url, "--queue", queue, "--sink", sink,
-        "--checkpoint", str(tmp_path / "ck"), "--batch", "40", "--visibility-timeout", str(VISIBILITY),
+        "--checkpoint", str(tmp_path / "ck"), "--micro-batch", "40", "--visibility-timeout", str(VISIBILITY),
         "--timeout", "240",
         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
     ]
@@ -167,7 +167,7 @@ def _killed_at(point: str, app: Path, *, url: str, queue: str, sink: str, checkp
     args = [
         sys.executable, "-c", "import sys; from babelq.cli.main import main; sys.exit(main())",
         "consume", "--app", f"{app}:pipeline", "--broker", url, "--queue", queue, "--sink", sink,
-        "--checkpoint", str(checkpoint), "--batch", "30", "--visibility-timeout", str(VISIBILITY),
+        "--checkpoint", str(checkpoint), "--micro-batch", "30", "--visibility-timeout", str(VISIBILITY),
         "--timeout", "240",
         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",
     ]

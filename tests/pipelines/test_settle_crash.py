@@ -45,7 +45,7 @@ def _settle_args(url: str, queue: str, tmp_path: Path) -> list[str]:
     return [
         sys.executable, "-c", "import sys; from babelq.cli.main import main; sys.exit(main())",
         "settle", "--broker", url, "--queue", queue, "--ledger", str(tmp_path / "ledger.db"),
-        "--checkpoint", str(tmp_path / "checkpoint"), "--batch", "400", "--retry-delay-ms", "200",
+        "--checkpoint", str(tmp_path / "checkpoint"), "--micro-batch", "400", "--retry-delay", "0.2",
         "--visibility-timeout", str(VISIBILITY), "--timeout", "240",
         # six cold JVMs per test on 2 shared cores: C1 only, which compiles far less than it saves here
         "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:-DontCompileHugeMethods",

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -49,19 +50,22 @@ def broker_argument(
     required: bool = True,
     example: str = "redis://127.0.0.1:6379/0",
     fallback: str | None = None,
+    default: Any = None,
 ) -> None:
     """Add ``--broker URL``, defaulting to ``$BABELQ_BROKER`` (then ``fallback``, which the help
     names, when the command can run without one). Every command names its broker the same way;
     ``aliases`` (the ``--url``/``--transport`` a command had before) still parse into the same
     value but are left out of ``--help``. ``required`` is checked when the command runs
-    (:func:`broker_url`), so the environment variable can stand in for the option."""
-    default = f"${BROKER_ENV}" + (f", else {fallback}" if fallback else "")
+    (:func:`broker_url`), so the environment variable can stand in for the option. A subcommand
+    whose command parses the option too passes ``default=argparse.SUPPRESS``, so as not to
+    overwrite a ``--broker`` given before the subcommand's name."""
+    shown = f"${BROKER_ENV}" + (f", else {fallback}" if fallback else "")
     parser.add_argument(
         BROKER_OPTION,
         dest="broker",
         metavar="URL",
-        default=None,
-        help=f"broker URL, e.g. {example} (default: {default})",
+        default=default,
+        help=f"broker URL, e.g. {example} (default: {shown})",
     )
     if aliases:
         # Separate action so --help shows only --broker; SUPPRESS keeps its default from
@@ -91,3 +95,58 @@ def required_broker_url(args: argparse.Namespace, flag: str = BROKER_OPTION) -> 
     if url is None:
         raise ConfigurationError(f"{flag}: no broker URL given; pass {flag} URL or set {BROKER_ENV}")
     return url
+
+
+class DeprecatedOption(argparse.Action):
+    """An option's former spelling: left out of ``--help``, it still parses into the new option's
+    value (through ``convert``, when the unit changed) and says in one line which spelling to use."""
+
+    def __init__(
+        self,
+        option_strings: list[str],
+        dest: str,
+        *,
+        replacement: str,
+        convert: Callable[[Any], Any] | None = None,
+        nargs: int | str | None = None,
+        const: Any = None,
+        type: Callable[[str], Any] | None = None,
+        **_given: Any,  # argparse passes default, help...: an old spelling has neither
+    ) -> None:
+        super().__init__(
+            option_strings, dest, nargs=nargs, const=const, type=type,
+            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+        )  # fmt: skip
+        self.replacement = replacement
+        self.convert = convert
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.replacement}",
+              file=sys.stderr)
+        value = self.const if self.nargs == 0 else values
+        setattr(namespace, self.dest, self.convert(value) if self.convert else value)
+
+
+def deprecated_option(
+    parser: argparse.ArgumentParser,
+    old: str,
+    replacement: str,
+    *,
+    dest: str,
+    type: Callable[[str], Any] = str,
+    convert: Callable[[Any], Any] | None = None,
+    flag: Any = None,
+) -> None:
+    """Accept ``old`` as a hidden spelling of ``replacement`` (which stores into ``dest``); a
+    ``flag`` value makes ``old`` take no argument and store that value."""
+    parser.add_argument(
+        old, dest=dest, action=DeprecatedOption, replacement=replacement, convert=convert,
+        type=type, nargs=0 if flag is not None else None, const=flag,
+    )  # fmt: skip
+

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
 from babelq.cli.spark_options import check_before_spark, session_defaults, spark_arguments, start_spark
 
 if TYPE_CHECKING:
@@ -39,7 +39,9 @@ def register(subparsers: Subparsers) -> None:
                       help="stop once nothing is waiting or reserved (the default)")
     mode.add_argument("--trigger", type=float, metavar="SECONDS", default=None,
                       help="keep consuming, a micro-batch every SECONDS, until --timeout or Ctrl-C")
-    parser.add_argument("--batch", type=int, default=None, help="max messages per micro-batch")
+    parser.add_argument("--micro-batch", type=int, default=None, metavar="N",
+                        help="max messages per micro-batch")
+    deprecated_option(parser, "--batch", "--micro-batch", dest="micro_batch", type=int)
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="stop after SECONDS (default: 3600 until drained; none with --trigger)")
     parser.add_argument("--visibility-timeout", type=float, default=300.0, metavar="SECONDS",
@@ -64,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     url = required_broker_url(args)
     conf = check_before_spark(args, broker=url, sink=args.sink)
     check_files_cluster(explicit_master(args.master, conf), args.sink)  # a named master: before Spark starts
-    if args.batch is not None and args.batch < 1:
-        raise ConfigurationError(f"--batch: must be at least 1, got {args.batch}")
+    if args.micro_batch is not None and args.micro_batch < 1:
+        raise ConfigurationError(f"--micro-batch: must be at least 1, got {args.micro_batch}")
     if args.trigger is not None and args.trigger <= 0:
         raise ConfigurationError(f"--trigger: must be more than 0 seconds, got {args.trigger:g}")
     for option, value in (("--timeout", args.timeout), ("--visibility-timeout", args.visibility_timeout)):
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             spark, pipeline, url=url, sink=args.sink, checkpoint=args.checkpoint, queue=queue,
             until_drained=until_drained, timeout=timeout,
             trigger_ms=int(args.trigger * 1000) if args.trigger is not None else 100,
-            max_messages_per_batch=args.batch, visibility_timeout=args.visibility_timeout, stats=stats,
+            max_messages_per_batch=args.micro_batch, visibility_timeout=args.visibility_timeout, stats=stats,
         )
     finally:
         if exporter is not None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, broker_url, write
+from babelq.cli.commands import broker_argument, broker_url, deprecated_option, write
 from babelq.cli.spark_options import (
     check_before_spark,
     check_targets,
@@ -46,8 +46,10 @@ def register(subparsers: Subparsers) -> None:
     broker_argument(parser, required=False, example="redis://127.0.0.1:6379/0", fallback="SQLite in --out")
     parser.add_argument("--seed", type=int, default=42, help="generator seed")
     parser.add_argument(
-        "--batch", type=int, default=100_000, help="max messages per settle micro-batch"
+        "--micro-batch", type=int, default=100_000, metavar="N",
+        help="max messages per micro-batch of the settle stage",
     )
+    deprecated_option(parser, "--batch", "--micro-batch", dest="micro_batch", type=int)
     parser.add_argument(
         "--ledger",
         metavar="URL",
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             out=args.out,
             broker=broker,
             seed=args.seed,
-            max_messages_per_batch=args.batch,
+            max_messages_per_batch=args.micro_batch,
             ledger=args.ledger,
             master=args.master,
             spark_conf={**session_defaults(args, progress), **conf},

@@ -48,7 +48,10 @@ def register(subparsers: Subparsers) -> None:
         "--batch-id",
         help="the batch's id, meta.correlation_id of every envelope (default: bulk_<file sha256 prefix>)",
     )
-    parser.add_argument("--ttl", type=int, default=86_400, help="meta.ttl in seconds of every envelope")
+    parser.add_argument(
+        "--ttl", type=int, default=86_400, metavar="SECONDS",
+        help="meta.ttl of every envelope: how long until it expires",
+    )
     parser.add_argument(
         "--journal",
         metavar="PATH",

@@ -68,7 +68,10 @@ def register(subparsers: Subparsers) -> None:
         help="the batch's id, meta.correlation_id of every envelope (default: bulk_<hash of the file and "
         "the URN>)",
     )
-    parser.add_argument("--ttl", type=int, default=86_400, help="seconds until meta.expire_at")
+    parser.add_argument(
+        "--ttl", type=int, default=86_400, metavar="SECONDS",
+        help="meta.ttl of every envelope: how long until it expires",
+    )
     parser.add_argument(
         "--journal", metavar="PATH",
         help="the batch journal, an SQLite file (default: publish-journal.db beside --rejects)",

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
 from babelq.cli.commands.outbox import OUTBOX_ENV, outbox_url
 
 if TYPE_CHECKING:
@@ -36,7 +36,11 @@ def register(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--outbox", metavar="URL", help=f"outbox database (default: ${OUTBOX_ENV})")
     broker_argument(parser)
-    parser.add_argument("--batch", type=int, default=500, metavar="N", help="rows per batch")
+    parser.add_argument(
+        "--publish-batch", type=int, default=500, metavar="N",
+        help="outbox rows claimed and published at a time",
+    )
+    deprecated_option(parser, "--batch", "--publish-batch", dest="publish_batch", type=int)
     parser.add_argument("--once", action="store_true", help="publish what is pending now, then exit")
     parser.add_argument("--table", default="babelq_outbox", help="outbox table")
     parser.add_argument(
@@ -64,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from babelq.transports import open_transport
     from babelq.urls import redact
 
-    if args.batch < 1:
-        raise ConfigurationError(f"--batch: must be >= 1, got {args.batch}")
+    if args.publish_batch < 1:
+        raise ConfigurationError(f"--publish-batch: must be >= 1, got {args.publish_batch}")
     if not args.lease > 0:
         raise ConfigurationError(f"--lease: must be > 0 seconds, got {args.lease}")
     if not args.poll > 0:
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         relay = Relay(
             source,
             transport,
-            batch=args.batch,
+            batch=args.publish_batch,
             table=args.table,
             lease_seconds=args.lease,
             poll_interval=args.poll,

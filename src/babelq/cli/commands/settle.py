@@ -8,9 +8,10 @@ in its summary and in ``--help``.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import TYPE_CHECKING, Any
 
-from babelq.cli.commands import broker_argument, required_broker_url, write
+from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
 from babelq.cli.spark_options import (
     check_before_spark,
     open_progress,
@@ -41,7 +42,9 @@ def register(subparsers: Subparsers) -> None:
     )
     broker_argument(parser, example="sqlite:///var/q.db")
     parser.add_argument("--queue", default="payments", help="queue")
-    parser.add_argument("--ledger", required=True, help="ledger: a SQLite file path or a postgresql:// URL")
+    parser.add_argument(
+        "--ledger", required=True, metavar="URL", help="ledger: a SQLite file path or a postgresql:// URL"
+    )
     parser.add_argument(
         "--checkpoint", required=True, help="Spark checkpoint directory (keep it between runs)"
     )
@@ -49,13 +52,17 @@ def register(subparsers: Subparsers) -> None:
         "--max-attempts", type=int, default=3, help="attempts of a failing message before it is dead-lettered"
     )
     parser.add_argument(
-        "--retry-delay-ms", type=int, default=1_000, help="base delay of a retry's jittered backoff, in ms"
+        "--retry-delay", type=float, default=1.0, metavar="SECONDS",
+        help="base delay of a retry's jittered backoff",
     )
+    deprecated_option(parser, "--retry-delay-ms", "--retry-delay", dest="retry_delay", type=int,
+                      convert=lambda ms: ms / 1000)
     parser.add_argument(
-        "--batch", type=int, default=None,
+        "--micro-batch", type=int, default=None, metavar="N",
         help="max messages per micro-batch (default: 100000 where the executors read the broker: "
              "sqlite, redis; 20000 where the driver does: amqp, sqs, redis with laravel=1)",
     )
+    deprecated_option(parser, "--batch", "--micro-batch", dest="micro_batch", type=int)
     parser.add_argument(
         "--timeout", type=float, default=3_600.0, metavar="SECONDS", help="stop after this many seconds"
     )
@@ -97,9 +104,11 @@ def run(args: argparse.Namespace) -> int:
     url = required_broker_url(args)
     # --conf syntax; a named cluster master vs a relative SQLite broker or an SQLite ledger
     check_before_spark(args, broker=url, ledger=args.ledger)
-    for option, value in (("--batch", args.batch), ("--max-attempts", args.max_attempts)):
+    for option, value in (("--micro-batch", args.micro_batch), ("--max-attempts", args.max_attempts)):
         if value is not None and value < 1:
             raise ConfigurationError(f"{option}: must be at least 1, got {value}")
+    if not (math.isfinite(args.retry_delay) and args.retry_delay >= 0):
+        raise ConfigurationError(f"--retry-delay: must be >= 0 seconds, got {args.retry_delay:g}")
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
     bank = check_bank(args.bank)  # a bad --bank fails now, before Spark starts
@@ -191,8 +200,8 @@ def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: Settl
             ledger=args.ledger,
             checkpoint=args.checkpoint,
             max_attempts=args.max_attempts,
-            retry_delay_ms=args.retry_delay_ms,
-            max_messages_per_batch=args.batch,
+            retry_delay_ms=round(args.retry_delay * 1000),
+            max_messages_per_batch=args.micro_batch,
             timeout=args.timeout,
             visibility_timeout=args.visibility_timeout,
             stats=stats,

@@ -61,7 +61,8 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--grace-period",
         type=float,
-        help=f"seconds in-flight handlers get on shutdown {app_default.format(30)}",
+        metavar="SECONDS",
+        help=f"how long in-flight handlers get on shutdown {app_default.format(30)}",
     )
     parser.add_argument(
         "--expire-every",
@@ -79,6 +80,7 @@ def register(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--metrics-port",
         type=int,
+        metavar="PORT",
         help="serve Prometheus metrics on this port at /metrics (needs babelq[metrics]; default: off)",
     )
     parser.add_argument(

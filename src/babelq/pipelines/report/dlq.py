@@ -73,7 +73,7 @@ def explanation(t: Triage, poison_causes: tuple[str, ...]) -> str:
             "bytes no consumer could read as an envelope (not UTF-8, not JSON, an unsupported version), kept "
             "byte for byte for inspection; they carry no payment and no value. ")
     parts.append("Value is each dead-lettered payment's <code>data.amount_cents</code> in its currency, each "
-                 "payment once. Nothing here is lost: <code>babelq dlq --redrive</code> puts chosen messages "
+                 "payment once. Nothing here is lost: <code>babelq dlq redrive</code> puts chosen messages "
                  "back on their queue (poison stays).</p>")
     return "".join(parts)
 

@@ -12,7 +12,9 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--using", default="default", help="the Django database of the outbox")
-        parser.add_argument("rest", nargs="*", help="further babelq relay options (--once, --batch N...)")
+        parser.add_argument(
+            "rest", nargs="*", help="further babelq relay options (--once, --publish-batch N...)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from babelq.cli.main import main
