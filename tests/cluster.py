@@ -101,8 +101,8 @@ class StandaloneCluster:
             SPARK_LOG_DIR=str(self.log_dir),
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_NO_DAEMONIZE="1",
-            # the master and workers mostly wait: the same cheap JIT and collector as the tests' JVMs
-            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            # the master and workers mostly wait: the same cheap JIT as the tests' JVMs
+            SPARK_DAEMON_JAVA_OPTS="-XX:TieredStopAtLevel=1",
         )
         return env
 

@@ -23,6 +23,8 @@ is cheap (pyspark is imported only when a session starts).
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,8 +153,21 @@ def check_targets(
     from babelq.errors import ConfigurationError, UnavailableError
 
     def broker_check(url: str) -> None:
+        from babelq.pipelines.cluster_checks import sqlite_file
         from babelq.transports import open_transport
 
+        path = sqlite_file(url)
+        if path is not None and not os.path.exists(path):
+            # opening would create the file, and a run refused later (a relative path on a
+            # cluster's master, say) must leave nothing behind: its directory is what can fail
+            parent = os.path.dirname(path) or "."
+            if not os.path.isdir(parent):
+                raise ConfigurationError(f"directory {parent!r} of the sqlite database {path!r} does not "
+                                         "exist; create it first (babelq does not create directories)")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise ConfigurationError(f"directory {parent!r} of the sqlite database {path!r}: "
+                                         f"{os.strerror(errno.EACCES)}")
+            return
         open_transport(url).close()
 
     def ledger_check(target: str | Path) -> None:
