@@ -17,6 +17,8 @@ import sys
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
+    from babelq.runtime.outage import OutagePolicy
+
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
@@ -91,3 +93,29 @@ def required_broker_url(args: argparse.Namespace, flag: str = BROKER_OPTION) -> 
     if url is None:
         raise ConfigurationError(f"{flag}: no broker URL given; pass {flag} URL or set {BROKER_ENV}")
     return url
+
+
+#: ``--outage-timeout``'s default; the same as babelq.runtime.outage.DEFAULT_OUTAGE_SECONDS (not
+#: imported here: building the parser must not load the runtime)
+OUTAGE_SECONDS = 120
+
+
+def outage_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--outage-timeout SECONDS``: every long-running command waits out an outage of its
+    broker, ledger, sink or store for up to this long, then stops with one line (docs/cli.md)."""
+    parser.add_argument(
+        "--outage-timeout", type=float, default=OUTAGE_SECONDS, metavar="SECONDS",
+        help=f"wait out an unreachable broker, ledger, sink or store for up to SECONDS, retrying with "
+             f"backoff, then stop; a re-run continues (default: {OUTAGE_SECONDS})",
+    )
+
+
+def outage_policy(args: argparse.Namespace) -> OutagePolicy:
+    """The policy ``--outage-timeout`` asks for; a negative bound is one line."""
+    from babelq.errors import ConfigurationError
+    from babelq.runtime.outage import OutagePolicy
+
+    seconds = float(args.outage_timeout)
+    if not seconds >= 0:
+        raise ConfigurationError(f"--outage-timeout: must be 0 seconds or more, got {seconds:g}")
+    return OutagePolicy(seconds)
