@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -10,8 +12,11 @@ from babelq.cli.commands import OUTAGE_SECONDS
 from babelq.cli.main import build_parser
 from babelq.errors import ConfigurationError, OutageTooLongError, UnavailableError
 from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS, OutagePolicy, names_outage
+from conftest import ROOT
+from spark_defaults import isolated_env
 
 LONG_RUNNING = ("settle", "consume", "relay", "worker")
+BABELQ = ROOT / ".venv" / "bin" / "babelq"
 
 
 class _Flaky:
@@ -96,3 +101,26 @@ def _minimal(command: str) -> list[str]:
         "relay": ["relay"],
         "worker": ["worker", "--app", "m:app"],
     }[command]
+
+
+@pytest.mark.parametrize("command", [
+    ("worker", "--app", "babelq.runtime:App", "--queue", "q"),
+    ("relay", "--outbox", "sqlite:///{tmp}/outbox.db"),
+])
+def test_a_broker_down_longer_than_the_bound_stops_the_command_in_one_line(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A long-running command started while its broker is down waits, then stops in one line
+    naming the option once ``--outage-timeout`` has passed (port 1: nothing listens there)."""
+    args = [part.format(tmp=tmp_path) for part in command]
+    proc = subprocess.run(
+        [str(BABELQ), *args, "--broker", "redis://:s3cret@127.0.0.1:1/15", "--outage-timeout", "1"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        env=isolated_env(("BABELQ_BROKER",)),
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2, proc.stderr
+    said = f"babelq {command[0]}: error: broker redis://:***@127.0.0.1:1/15 unavailable for more than 1 s "
+    assert last.startswith(said + "(--outage-timeout): "), proc.stderr
+    assert [line for line in proc.stderr.splitlines() if ": error: " in line] == [last]
+    assert "Traceback" not in proc.stderr and "s3cret" not in proc.stderr
