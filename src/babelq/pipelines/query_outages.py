@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from babelq.errors import BabelqError
 from babelq.runtime.outage import OutagePolicy, names_outage, wait_for_broker
-from babelq.urls import redact, redact_text
+from babelq.urls import redact_text
 
 R = TypeVar("R")
 
@@ -43,6 +43,7 @@ def run_through_outages(
     """``watch(start())`` until the query ends without an error, restarting it after an outage;
     returns what ``watch`` returned for the run that ended. ``what`` names the command in lines."""
     outage_since: float | None = None
+    pauses = policy.pauses()  # between restarts: a store that stays down must not make them a tight loop
     while True:
         batches = stats.batches
         query = start()
@@ -61,11 +62,15 @@ def run_through_outages(
         now = time.monotonic()
         if outage_since is None or stats.batches > batches:  # a micro-batch completed: a new outage
             outage_since = now
-        left = policy.timeout - (now - outage_since)
+            pauses.reset()
+        pause = pauses.next()
+        left = policy.timeout - (now + pause - outage_since)
         if left < 0:
-            raise policy.too_long(f"broker {redact(url)}", BabelqError(outage_cause(text))) from None
-        log.warning("%s: the query stopped on an outage (%s); restarting it from its checkpoint once the "
-                    "broker answers", what, outage_cause(text))
+            cause = BabelqError(outage_cause(text))
+            raise policy.too_long(f"{what}'s broker, ledger or sink", cause) from None
+        log.warning("%s: the query stopped on an outage (%s); restarting it from its checkpoint in %.1f s, "
+                    "once the broker answers", what, outage_cause(text), pause)
+        time.sleep(pause)
         wait_for_broker(url, queue, OutagePolicy(left, policy.first, policy.cap), log=log)
 
 
