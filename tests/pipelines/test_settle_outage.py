@@ -96,8 +96,10 @@ class _Run:
         (self.gate / "go").touch()
 
     def finish(self) -> tuple[int, str, str]:
-        out, _ = self.proc.communicate(timeout=600)
-        self._reader.join(timeout=30)
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()  # not communicate(): it would read stderr beside _read
+        self.proc.wait(timeout=600)
+        self._reader.join(timeout=60)
         return self.proc.returncode, out, "\n".join(self.lines)
 
 
