@@ -161,6 +161,11 @@ class UnavailableError(BabelqError):
     """
 
 
+class OutageTooLongError(UnavailableError):
+    """An outage outlasted the command's ``--outage-timeout``: the command stops cleanly, and a
+    re-run continues where it stopped (nothing it committed is redone, nothing it held is lost)."""
+
+
 class PublishNotConfirmedError(UnavailableError):
     """The broker did not confirm that it stored a published message.
 

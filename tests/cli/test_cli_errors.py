@@ -679,14 +679,15 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.spark
 def test_a_ledger_disk_that_fills_up_under_settle_is_one_error_line(tmp_path: Path, tiny_disk: Path) -> None:
     """The ledger opens (so the check before Spark passes), then its disk fills while Spark's tasks
-    post: settle waits the outage out (one logged line per attempt, which are not errors), then
-    fails with one line naming the ledger. Spark's own ERROR records and stack traces of the
-    failed tasks, and Py4J's log of the failed batch, stay off the screen."""
+    post: settle waits the outage out (one logged line per attempt, which are not errors) for
+    ``--outage-timeout`` seconds, then fails with one line naming the ledger and the option.
+    Spark's own ERROR records and stack traces of the failed tasks, and Py4J's log of the failed
+    batch, stay off the screen."""
     url = f"sqlite:///{tmp_path}/q.db"
     publish_transfers(url, "payments", 3_000)  # more than 256 KiB of ledger rows
     proc = subprocess.run(
         [str(BABELQ), "settle", "--broker", url, "--ledger", str(tiny_disk / "ledger.db"), "--checkpoint",
-         str(tmp_path / "ck"), "--progress", "none"],
+         str(tmp_path / "ck"), "--progress", "none", "--outage-timeout", "3"],
         capture_output=True, cwd=tmp_path, timeout=600, check=False,
         env=isolated_env(("BABELQ_BROKER",)),
     )
@@ -694,6 +695,7 @@ def test_a_ledger_disk_that_fills_up_under_settle_is_one_error_line(tmp_path: Pa
     lines = [line for line in error_lines(proc.stderr, spark=True) if not _OUTAGE_WAIT.match(line)]
     assert len(lines) == 1, stderr[-5000:]
     assert lines[0].startswith("babelq settle: error: ") and "database or disk is full" in lines[0], lines[0]
+    assert "--outage-timeout" in lines[0], lines[0]
     assert str(tiny_disk / "ledger.db") in lines[0]
     assert "Traceback" not in stderr and "\tat " not in stderr
     assert proc.returncode == 2

@@ -175,3 +175,13 @@ def test_call_site_capture_is_off_by_default_and_the_caller_wins() -> None:
     assert settings[spark_session.DEBUGGING_CONF] == "false"
     mine = spark_session._settings("local[1]", {spark_session.DEBUGGING_CONF: "true"})[1]
     assert mine[spark_session.DEBUGGING_CONF] == "true"
+
+
+def test_python_workers_get_a_handshake_timeout_that_survives_a_loaded_machine() -> None:
+    """Spark gives a new Python worker 15 s to answer its handshake, which a worker importing
+    pyspark and pandas on a busy machine can miss; babelq's session gives it longer, and a
+    caller's setting still wins."""
+    settings = spark_session._settings("local[1]", {})[1]
+    assert settings[spark_session.PYTHON_HANDSHAKE_CONF] == "120s"
+    mine = spark_session._settings("local[1]", {spark_session.PYTHON_HANDSHAKE_CONF: "30s"})[1]
+    assert mine[spark_session.PYTHON_HANDSHAKE_CONF] == "30s"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +48,7 @@ from babelq.errors import BabelqError, ConfigurationError
 from babelq.outbox.failpoint import AFTER_PUBLISH, failpoint
 from babelq.outbox.relay_store import Claim, RelayStore, Row, open_relay_store
 from babelq.outbox.schema import DEFAULT_TABLE
-from babelq.runtime.outage import RetryPause, broker_label, is_unavailable
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS, OutagePolicy, broker_label, is_unavailable
 from babelq.transports import Outgoing, Transport, open_transport
 from babelq.urls import one_line
 
@@ -119,7 +120,9 @@ class Relay:
     :meth:`close`). ``batch``: rows per claim. ``lease_seconds``: SQLite only, how long a claim
     holds its rows (a killed relay's rows come back after it). ``poll_interval``: the wait
     between polls of an empty outbox. ``backoff_first``/``backoff_cap``: the pauses after an
-    outage, doubling from the first up to the cap.
+    outage, doubling from the first up to the cap. ``outage_seconds``: how long :meth:`run` waits
+    out one outage of the broker or the outbox database before it raises
+    :class:`~babelq.errors.OutageTooLongError` (rows it had not published stay pending).
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class Relay:
         poll_interval: float = 0.5,
         backoff_first: float = 0.2,
         backoff_cap: float = 10.0,
+        outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
     ) -> None:
         if type(batch) is not int or batch < 1:
             raise ConfigurationError(f"batch: must be an int >= 1, got {batch!r}")
@@ -149,7 +153,8 @@ class Relay:
         #: whether the transport's publish takes native headers (rows with headers lose them otherwise)
         self._headers_ok = "headers" in inspect.signature(self.transport.publish).parameters
         self._warned_headers = False
-        self._pauses = RetryPause(first=backoff_first, cap=backoff_cap)
+        self.outage = OutagePolicy(outage_seconds, first=backoff_first, cap=backoff_cap)
+        self._pauses = self.outage.pauses()
         self._stopping = threading.Event()
         self.totals = RelayResult()
 
@@ -250,6 +255,7 @@ class Relay:
         totals. Raises only what is not an outage (a wrong broker URL, a bug). ``on_ready`` is
         called once, after the first batch (even an empty one) went through."""
         total = RelayResult()
+        outage_since = 0.0
         while not self._stopping.is_set():
             try:
                 one = self.run_once()
@@ -258,9 +264,13 @@ class Relay:
                     raise
                 total.outages += 1
                 self.totals.outages += 1
+                if not self._pauses.failures:
+                    outage_since = time.monotonic()
                 delay = self._pauses.next()
+                if time.monotonic() + delay - outage_since > self.outage.timeout:
+                    raise self.outage.too_long("outbox relay: broker or outbox", exc) from exc
                 log.warning(
-                    "outbox relay: unavailable (attempt %d, retrying in %.1f s): %s",
+                    "outbox relay: broker or outbox unavailable (attempt %d, retrying in %.1f s): %s",
                     self._pauses.failures,
                     delay,
                     one_line(exc, typed=True),

@@ -54,7 +54,7 @@ from typing import Any, NamedTuple, TypeVar
 import orjson
 
 from babelq.errors import ConfigurationError, UnavailableError
-from babelq.runtime.outage import RetryPause
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from babelq.urls import redact, redact_text, sqlite_file
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class Ledger(ABC):
     """The algorithm of :meth:`settle`, over a few SQL primitives each database implements."""
 
     #: how long :meth:`settle` keeps reconnecting through an outage before it gives up
-    outage_seconds: float = 120.0
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     #: how many ids one processed-ids lookup sends
     id_chunk: int = 500
 
@@ -343,24 +343,11 @@ class Ledger(ABC):
         return fresh, inserted, refused
 
     def _through_outages(self, action: Callable[[], T]) -> T:
-        """Run ``action``; on UnavailableError reconnect and run it again, with the runtime's capped,
-        jittered pauses, until :attr:`outage_seconds` have passed (then the error is raised)."""
-        deadline = time.monotonic() + self.outage_seconds
-        pauses = RetryPause(first=0.25, cap=10.0)
-        while True:
-            try:
-                return action()
-            except UnavailableError as exc:
-                delay = pauses.next()
-                if time.monotonic() + delay > deadline:
-                    raise
-                log.warning("ledger unavailable (attempt %d, retrying in %.1f s): %s",
-                            pauses.failures, delay, exc)
-                time.sleep(delay)
-                try:
-                    self._connect()
-                except UnavailableError as again:
-                    log.debug("ledger reconnect failed: %s", again)
+        """Run ``action`` through outages of the ledger database, reconnecting between attempts,
+        under the commands' one outage policy bounded by :attr:`outage_seconds`."""
+        return OutagePolicy(self.outage_seconds).wait_out(
+            action, "ledger", reconnect=self._connect, log=log,
+            outage=lambda exc: isinstance(exc, UnavailableError))
 
     # -- the outbox after the commit ---------------------------------------------------------
     def pending_outbox(self, limit: int = 10_000) -> list[Outbound]:

@@ -42,7 +42,7 @@ from babelq.runtime.consumer import Consumer, Limits, Tuning, queue_list
 from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import DeadLetterPolicy, Disposer, FailurePolicy
 from babelq.runtime.middleware import Middleware, Publication, PublishMiddleware, compose_publish
-from babelq.runtime.outage import RetryPause, broker_label
+from babelq.runtime.outage import OutagePolicy, RetryPause, broker_label
 from babelq.runtime.outcome import UNAVAILABLE_DELAY_MS
 from babelq.runtime.pipeline import Pipeline
 from babelq.runtime.rate_limit import RateLimit
@@ -161,8 +161,13 @@ class App:
         grace_period: float | None = None,
         poll_timeout: float | None = None,
         expire_every: float | None = None,
+        outage_seconds: float | None = None,
     ) -> App:
-        """Change consume tuning before a run (the CLI's ``--concurrency`` etc.); returns the app."""
+        """Change consume tuning before a run (the CLI's ``--concurrency`` etc.); returns the app.
+
+        ``outage_seconds`` bounds how long a run waits out an unreachable broker before it raises
+        :class:`~babelq.errors.OutageTooLongError` (the CLI's ``--outage-timeout``); an App waits
+        as long as it takes unless given one."""
         if concurrency is not None and concurrency < 1:
             raise ConfigurationError(f"concurrency: must be >= 1, got {concurrency}")
         if prefetch is not None and prefetch < 1:
@@ -179,6 +184,10 @@ class App:
         if expire_every is not None:  # 0 switches the idle expiry sweep off
             _check_expire_every(expire_every)
             tuning = replace(tuning, expire_every=expire_every or None)
+        if outage_seconds is not None:
+            if not outage_seconds >= 0:
+                raise ConfigurationError(f"outage_seconds: must be >= 0, got {outage_seconds!r}")
+            tuning = replace(tuning, outage_seconds=outage_seconds)
         self.tuning = tuning
         return self
 
@@ -232,6 +241,8 @@ class App:
         """The transport, opened with retries (capped backoff) while its broker is down; None if
         the App was stopped before the broker answered."""
         pauses = RetryPause(first=0.2, cap=5.0)
+        bound = self.tuning.outage_seconds
+        since = time.monotonic()
         waiting = self._waiting = threading.Event()
         if self._stop_requested:
             waiting.set()
@@ -243,6 +254,8 @@ class App:
                     except UnavailableError as exc:
                         self.counters.incr("fetch_errors")
                         pause = pauses.next()
+                        if bound is not None and time.monotonic() + pause - since > bound:
+                            raise OutagePolicy(bound).too_long(f"broker {self._broker}", exc) from exc
                         self.log.warning(
                             "broker %s unavailable while connecting (attempt %d): %s; trying again in %.1f s",
                             self._broker, pauses.failures, one_line(exc, typed=True), pause,

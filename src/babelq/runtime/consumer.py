@@ -49,7 +49,7 @@ from babelq.runtime.counters import Counters
 from babelq.runtime.disposition import Disposer
 from babelq.runtime.expiry_sweep import ExpirySweep, refusal
 from babelq.runtime.leases import LeaseKeeper
-from babelq.runtime.outage import FetchGate, RetryPause, is_unavailable
+from babelq.runtime.outage import FetchGate, OutagePolicy, RetryPause, is_unavailable
 from babelq.runtime.outcome import FAILED, UNAVAILABLE, UNSTARTED, Outcome
 from babelq.runtime.pipeline import Pipeline, Processed
 from babelq.transports.base import Delivery, Transport
@@ -90,6 +90,8 @@ class Tuning:
     grace_period: float = 30.0
     #: seconds between two expiry sweeps of an idle consumer (None: never sweep)
     expire_every: float | None = 60.0
+    #: how long an unreachable broker is waited out before the run stops (None: as long as it takes)
+    outage_seconds: float | None = None
 
 
 class Consumer:
@@ -127,6 +129,7 @@ class Consumer:
         self._stop = threading.Event()
         self._hard = threading.Event()
         self._fetch_pauses = RetryPause(first=_FETCH_BACKOFF_FIRST, cap=_FETCH_BACKOFF_MAX)
+        self._outage_since = 0.0
         self.gate = FetchGate(UNAVAILABLE, UNSTARTED)
         self._fetch_after = 0.0
         self.leases = LeaseKeeper(transport, self.queues, counters=counters, log=log)
@@ -194,7 +197,13 @@ class Consumer:
         self.counters.incr("fetch_errors")
         pause = self._fetch_pauses.next()
         attempt = self._fetch_pauses.failures
+        if attempt == 1:
+            self._outage_since = time.monotonic()
         what = "unavailable" if is_unavailable(exc) else "failed"
+        bound = self.tuning.outage_seconds
+        past = bound is not None and time.monotonic() + pause - self._outage_since > bound
+        if what == "unavailable" and bound is not None and past:
+            raise OutagePolicy(bound).too_long(f"broker {self.broker}", exc) from exc
         unexpected = what == "failed" and attempt == 1
         log = self.log.error if unexpected else self.log.warning
         log(

@@ -13,6 +13,9 @@ are put back, not dead-lettered. This module holds what the consume loop needs f
   line does not);
 * :func:`broker_label` -- the broker's URL, redacted, for those lines;
 * :class:`RetryPause` -- capped exponential pauses with jitter between attempts;
+* :class:`OutagePolicy` -- the one policy every long-running command (worker, settle, consume,
+  relay) waits out a broker, ledger, sink or store outage with: the same pauses, the same log
+  line per attempt, and one bound (``--outage-timeout``) past which the command stops;
 * :class:`FetchGate` -- slows fetching down while handled messages keep coming back
   "unavailable", so a worker does not churn a whole queue through release calls while a
   store is down.
@@ -20,15 +23,30 @@ are put back, not dead-lettered. This module holds what the consume loop needs f
 
 from __future__ import annotations
 
+import logging
 import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
-from babelq.errors import UnavailableError
-from babelq.urls import redact
+from babelq.errors import OutageTooLongError, UnavailableError
+from babelq.urls import one_line, redact
 
 
 def is_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says "something is unreachable or down" rather than "this input is bad"."""
     return isinstance(exc, UnavailableError | OSError)  # OSError: refused, reset, timed out, unreachable
+
+
+T = TypeVar("T")
+
+#: how long a command waits out one outage before it stops (``--outage-timeout``'s default)
+DEFAULT_OUTAGE_SECONDS = 120.0
+#: the option that sets it, named in the line a command stops with
+OUTAGE_OPTION = "--outage-timeout"
+
+_log = logging.getLogger("babelq.outage")
 
 
 def broker_label(transport: object, url: str | None = None) -> str:
@@ -63,6 +81,105 @@ class RetryPause:
         """An attempt succeeded: start again from ``first``; returns how many failures preceded it."""
         failures, self.failures = self.failures, 0
         return failures
+
+
+@dataclass(frozen=True)
+class OutagePolicy:
+    """How every long-running command waits out an outage of what it depends on.
+
+    Attempts are spaced by :class:`RetryPause` (``first`` doubling up to ``cap`` seconds, jittered),
+    each failed one logged as one line ``<what> unavailable (attempt N, retrying in S s): <cause>``;
+    once ``timeout`` seconds have passed since the outage began, :class:`OutageTooLongError` ends
+    the wait with one line naming ``--outage-timeout``. ``timeout=0`` gives up at the first failure.
+    """
+
+    timeout: float = DEFAULT_OUTAGE_SECONDS
+    first: float = 0.25
+    cap: float = 10.0
+
+    def pauses(self) -> RetryPause:
+        return RetryPause(first=self.first, cap=self.cap)
+
+    def too_long(self, what: str, exc: BaseException) -> OutageTooLongError:
+        """The error a command stops with once an outage of ``what`` outlasted the bound."""
+        return OutageTooLongError(
+            f"{what} unavailable for more than {self.timeout:g} s ({OUTAGE_OPTION}): "
+            f"{one_line(exc, typed=False)}; nothing is lost, run the command again to continue"
+        )
+
+    def wait_out(
+        self,
+        action: Callable[[], T],
+        what: str,
+        *,
+        reconnect: Callable[[], object] | None = None,
+        outage: Callable[[BaseException], bool] = is_unavailable,
+        log: logging.Logger | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> T:
+        """Run ``action`` until it succeeds; after each failure that ``outage`` calls an outage, pause
+        (logged) and call ``reconnect`` (its own outage is only logged at debug level), until the
+        bound is reached. Other errors, and :class:`OutageTooLongError` itself, pass through."""
+        logger = log or _log
+        deadline = time.monotonic() + self.timeout
+        pauses = self.pauses()
+        while True:
+            try:
+                result = action()
+            except OutageTooLongError:
+                raise
+            except Exception as exc:
+                if not outage(exc):
+                    raise
+                delay = pauses.next()
+                if time.monotonic() + delay > deadline:
+                    raise self.too_long(what, exc) from exc
+                logger.warning("%s unavailable (attempt %d, retrying in %.1f s): %s",
+                               what, pauses.failures, delay, _line(exc))
+                sleep(delay)
+                if reconnect is not None:
+                    try:
+                        reconnect()
+                    except Exception as again:
+                        if not outage(again):
+                            raise
+                        logger.debug("%s: reconnecting failed: %s", what, again)
+                continue
+            if pauses.failures:
+                logger.info("%s available again after %d attempt(s)", what, pauses.failures + 1)
+            return result
+
+
+#: how an outage reads once it crossed a process boundary as text (a Spark task's error)
+_OUTAGE_NAMES = (
+    "UnavailableError", "PublishNotConfirmedError", "redis.exceptions.ConnectionError",
+    "redis.exceptions.TimeoutError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError",
+)
+
+
+def names_outage(text: str) -> bool:
+    """Whether an error known only by its text (a streaming query's) is an outage still worth
+    waiting out: not one that already outlasted its bound somewhere else."""
+    return OutageTooLongError.__name__ not in text and any(name in text for name in _OUTAGE_NAMES)
+
+
+def wait_for_broker(url: str, queue: str, policy: OutagePolicy, *, log: logging.Logger | None = None) -> None:
+    """Return once the broker at ``url`` answers about ``queue`` again, waiting under ``policy``;
+    raises :class:`OutageTooLongError` past its bound."""
+    from babelq.transports import open_transport
+
+    def probe() -> None:
+        transport = open_transport(url)
+        try:
+            transport.size(queue)
+        finally:
+            transport.close()
+
+    policy.wait_out(probe, f"broker {redact(url)}", log=log)
+
+
+def _line(exc: BaseException) -> str:
+    return one_line(exc, typed=False)
 
 
 class FetchGate:

@@ -94,6 +94,11 @@ _FALSE = frozenset({"false", "0", "no", "off"})
 DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"
 
 
+#: how long a new Python worker has to answer the JVM's handshake (see _settings)
+PYTHON_HANDSHAKE_CONF = "spark.python.authenticate.socketTimeout"
+PYTHON_HANDSHAKE_TIMEOUT = "120s"
+
+
 def is_local_master(master: str) -> bool:
     """Whether ``master`` runs every task inside the driver's JVM (``local``, ``local[N]``, ``local[N,F]``).
 
@@ -267,6 +272,9 @@ def _settings(master: str | None, conf: Mapping[str, str]) -> tuple[str | None, 
         # the time to build decode's expressions. An error still names the failing expression;
         # set it to true to get the Python line as well.
         DEBUGGING_CONF: "false",
+        # A new Python worker must answer the JVM's handshake within this; Spark's 15 s fails a
+        # worker whose imports are slow on a loaded machine ("Python worker failed to connect back").
+        PYTHON_HANDSHAKE_CONF: PYTHON_HANDSHAKE_TIMEOUT,
     }
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
     if chosen:

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
+    from babelq.runtime.outage import OutagePolicy
+
     Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
@@ -150,3 +152,28 @@ def deprecated_option(
         type=type, nargs=0 if flag is not None else None, const=flag,
     )  # fmt: skip
 
+
+#: ``--outage-timeout``'s default; the same as babelq.runtime.outage.DEFAULT_OUTAGE_SECONDS (not
+#: imported here: building the parser must not load the runtime)
+OUTAGE_SECONDS = 120
+
+
+def outage_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--outage-timeout SECONDS``: every long-running command waits out an outage of its
+    broker, ledger, sink or store for up to this long, then stops with one line (docs/cli.md)."""
+    parser.add_argument(
+        "--outage-timeout", type=float, default=OUTAGE_SECONDS, metavar="SECONDS",
+        help=f"wait out an unreachable broker, ledger, sink or store for up to SECONDS, retrying with "
+             f"backoff, then stop; a re-run continues (default: {OUTAGE_SECONDS})",
+    )
+
+
+def outage_policy(args: argparse.Namespace) -> OutagePolicy:
+    """The policy ``--outage-timeout`` asks for; a negative bound is one line."""
+    from babelq.errors import ConfigurationError
+    from babelq.runtime.outage import OutagePolicy
+
+    seconds = float(args.outage_timeout)
+    if not seconds >= 0:
+        raise ConfigurationError(f"--outage-timeout: must be 0 seconds or more, got {seconds:g}")
+    return OutagePolicy(seconds)

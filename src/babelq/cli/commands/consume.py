@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
+from babelq.cli.commands import (
+    broker_argument,
+    deprecated_option,
+    outage_argument,
+    outage_policy,
+    required_broker_url,
+    write,
+)
 from babelq.cli.spark_options import check_before_spark, session_defaults, spark_arguments, start_spark
 
 if TYPE_CHECKING:
@@ -51,6 +58,7 @@ def register(subparsers: Subparsers) -> None:
         help="serve Prometheus metrics on this port at /metrics while the query runs, in the worker's metric "
         "names, updated after every micro-batch (needs babelq[metrics]; default: off)",
     )
+    outage_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -73,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     for option, value in (("--timeout", args.timeout), ("--visibility-timeout", args.visibility_timeout)):
         if value is not None and value <= 0:
             raise ConfigurationError(f"{option}: must be more than 0 seconds, got {value:g}")
+    outage = outage_policy(args)
     pipeline = load_pipeline(args.app)
     until_drained = args.trigger is None
     timeout = args.timeout if args.timeout is not None else (3_600.0 if until_drained else None)
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             until_drained=until_drained, timeout=timeout,
             trigger_ms=int(args.trigger * 1000) if args.trigger is not None else 100,
             max_messages_per_batch=args.micro_batch, visibility_timeout=args.visibility_timeout, stats=stats,
+            outage_seconds=outage.timeout,
         )
     finally:
         if exporter is not None:

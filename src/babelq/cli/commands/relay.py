@@ -16,10 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import time
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
+from babelq.cli.commands import (
+    broker_argument,
+    deprecated_option,
+    outage_argument,
+    outage_policy,
+    required_broker_url,
+    write,
+)
 from babelq.cli.commands.outbox import OUTBOX_ENV, outbox_url
 
 if TYPE_CHECKING:
@@ -57,13 +63,13 @@ def register(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="wait between polls of an empty outbox",
     )
+    outage_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from babelq.errors import ConfigurationError, UnavailableError
+    from babelq.errors import ConfigurationError, OutageTooLongError, UnavailableError
     from babelq.outbox import Relay
-    from babelq.runtime.outage import RetryPause
     from babelq.runtime.signals import stop_on_signals
     from babelq.transports import open_transport
     from babelq.urls import redact
@@ -77,19 +83,19 @@ def run(args: argparse.Namespace) -> int:
     source = outbox_url(args.outbox, "--outbox")
     broker = required_broker_url(args)
     logging.basicConfig(level=logging.WARNING, format="babelq relay: %(message)s")
-    pauses = RetryPause(first=0.5, cap=10.0)
-    while True:  # a long-running relay waits for a broker that is down when it starts
-        try:
+    outage = outage_policy(args)
+    try:
+        if args.once:
             transport = open_transport(broker)
-            break
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"--broker {redact(broker)}: {exc}") from exc
-        except UnavailableError as exc:
-            if args.once:
-                raise UnavailableError(f"--broker {redact(broker)}: {exc}") from exc
-            delay = pauses.next()
-            logging.getLogger("babelq.cli").warning("broker unavailable, retrying in %.1f s: %s", delay, exc)
-            time.sleep(delay)
+        else:  # a long-running relay waits for a broker that is down when it starts
+            transport = outage.wait_out(lambda: open_transport(broker), f"broker {redact(broker)}",
+                                        log=logging.getLogger("babelq.cli"))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"--broker {redact(broker)}: {exc}") from exc
+    except UnavailableError as exc:
+        if isinstance(exc, OutageTooLongError):
+            raise
+        raise UnavailableError(f"--broker {redact(broker)}: {exc}") from exc
     try:
         relay = Relay(
             source,
@@ -98,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             table=args.table,
             lease_seconds=args.lease,
             poll_interval=args.poll,
+            outage_seconds=outage.timeout,
         )
     except BaseException:
         transport.close()

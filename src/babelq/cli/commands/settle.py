@@ -11,7 +11,14 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-from babelq.cli.commands import broker_argument, deprecated_option, required_broker_url, write
+from babelq.cli.commands import (
+    broker_argument,
+    deprecated_option,
+    outage_argument,
+    outage_policy,
+    required_broker_url,
+    write,
+)
 from babelq.cli.spark_options import (
     check_before_spark,
     open_progress,
@@ -89,6 +96,7 @@ def register(subparsers: Subparsers) -> None:
         "babelq.runtime.PermanentError to dead-letter, UnavailableError when it is down, anything else to "
         f"retry (docs/pipelines.md; default: {SIMULATED}, {SIMULATED_RULES})",
     )
+    outage_argument(parser)
     progress_argument(parser)
     spark_arguments(parser)
     parser.set_defaults(func=run)
@@ -111,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--retry-delay: must be >= 0 seconds, got {args.retry_delay:g}")
     if args.visibility_timeout <= 0 or args.timeout <= 0:
         raise ConfigurationError("--timeout and --visibility-timeout: must be more than 0 seconds")
+    outage = outage_policy(args)
     bank = check_bank(args.bank)  # a bad --bank fails now, before Spark starts
     write(f"settle: posting payments through {describe_bank(bank)}\n")
     stats = SettleStats()
@@ -122,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
         with open_progress(args) as progress:
             spark = start_spark(args, "babelq-settle", broker=url, ledger=args.ledger,
                                 defaults=session_defaults(args, progress))
-            result = _settle_watched(args, spark, url, stats, progress, bank=bank)
+            result = _settle_watched(args, spark, url, stats, progress, bank=bank,
+                                     outage_seconds=outage.timeout)
     finally:
         if exporter is not None:
             exporter.close()
@@ -181,7 +191,7 @@ def check_bank(text: str | None) -> BankSpec | None:
 
 
 def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: SettleStats,
-                    progress: Progress, *, bank: BankSpec | None) -> SettleRun:
+                    progress: Progress, *, bank: BankSpec | None, outage_seconds: float) -> SettleRun:
     """Run settle with its progress shown: messages settled, reserved and waiting (asked of the
     broker through a connection of its own, only when progress is shown)."""
     from babelq.pipelines.progress import SettleProgress, queue_depth
@@ -207,6 +217,7 @@ def _settle_watched(args: argparse.Namespace, spark: Any, url: str, stats: Settl
             stats=stats,
             on_poll=watch,
             bank=bank,
+            outage_seconds=outage_seconds,
         )
     finally:
         if transport is not None:

@@ -24,7 +24,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from babelq.cli.commands import broker_argument, broker_url, write
+from babelq.cli.commands import broker_argument, broker_url, outage_argument, outage_policy, write
 
 if TYPE_CHECKING:
     from babelq.cli.commands import Subparsers
@@ -89,6 +89,7 @@ def register(subparsers: Subparsers) -> None:
         default="text",
         help="log line format; json carries trace_id and meta.id (default: text)",
     )
+    outage_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         app.bind(url)
     app.tune(
         concurrency=args.concurrency, prefetch=args.prefetch, grace_period=args.grace_period,
-        expire_every=args.expire_every,
+        expire_every=args.expire_every, outage_seconds=outage_policy(args).timeout,
     )  # fmt: skip
     if args.log_format == "json" or args.metrics_port is not None:
         from babelq import metrics

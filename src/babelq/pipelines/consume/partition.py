@@ -56,6 +56,7 @@ from babelq.pipelines.ledger import Outbound, outbox_key
 from babelq.runtime import rules
 from babelq.runtime.backoff import Backoff
 from babelq.runtime.errors import PermanentError
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS
 from babelq.transports import Outgoing, open_transport
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ class ConsumeConfig:
     retry_delay_ms: int = 1_000
     #: the run's name: in its query's name, its log lines and its failpoints (``<name>.after_sink_commit``)
     name: str = "consume"
+    #: how long an outage of the sink or the broker is waited out (``--outage-timeout``)
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
 
     @property
     def dlq(self) -> str:
@@ -745,6 +748,7 @@ def consume_partition(batches: Iterator[Any], config: ConsumeConfig, batch_id: i
     counts: Counter[tuple[str, str, str]] = Counter(part.by_urn)
     if rows.count:
         sink = open_sink(config.sink, prefix=config.prefix)
+        sink.outage_seconds = config.outage_seconds
         try:
             sink.bind(config.pipeline.tables, batch_id)
             candidates = _decide(part, sink)

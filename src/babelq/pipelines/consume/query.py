@@ -49,8 +49,10 @@ from babelq.pipelines.consume.partition import (
 )
 from babelq.pipelines.consume.sinks import open_sink, sink_prefix
 from babelq.pipelines.failpoints import failpoint
+from babelq.pipelines.query_outages import run_through_outages
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from babelq.transports import Transport, open_transport
-from babelq.urls import redact_text
+from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +266,7 @@ def _ship_by_value(pipeline: Pipeline) -> None:
 def _flush_outbox(config: ConsumeConfig) -> int:
     """Publish the outbox rows a crashed run or a killed task committed but did not publish."""
     sink = open_sink(config.sink, prefix=config.prefix)
+    sink.outage_seconds = config.outage_seconds
     try:
         sink.flush_committed()  # a files sink's committed files a crash left in staging
         total = 0
@@ -350,71 +353,80 @@ class ConsumeQuery:
         body = partial(_process_batch, config=config, classifier=self.classifier, stats=stats, acks=acks,
                        fail_after_batches=fail_after_batches)
         started = time.monotonic()
-        query: Any = (
-            self.stream.writeStream.foreachBatch(body)
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
-            .queryName(f"babelq-{config.name}-{config.queue}")
-            .start()
-        )
+        policy = OutagePolicy(config.outage_seconds)
+        broker = f"broker {redact(config.url)}"
         transport = open_transport(config.url)
-        republished, drained, idle_polls = self.republished, False, 0
-        waiting: int = 0
-        reserved: int | None = 0
-        told_reserved = 0.0
-        try:
-            while query.isActive:
-                try:
-                    if query.awaitTermination(_POLL_SECONDS):
-                        break
-                except Exception:  # the query died: its error is raised below
-                    break
-                if on_poll is not None:
-                    on_poll(stats)
-                if until_drained and _source_idle(query, stats):
-                    waiting, reserved = _left(transport, config.queue)
-                    if waiting == 0 and not reserved:
-                        idle_polls += 1
-                        if idle_polls >= 2:
-                            # a task killed between its commit and its publish and retried by Spark
-                            # left its outbox rows unpublished: publish them (no task runs now)
-                            flushed = _flush_outbox(config)
-                            if flushed:
-                                republished += flushed
-                                idle_polls = 0
-                                continue
-                            drained = True
+
+        def start() -> Any:
+            return (
+                self.stream.writeStream.foreachBatch(body)
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime=f"{int(trigger_ms)} milliseconds")
+                .queryName(f"babelq-{config.name}-{config.queue}")
+                .start()
+            )
+
+        def left() -> tuple[int, int | None]:
+            return policy.wait_out(partial(_left, transport, config.queue), broker, log=log)
+
+        def watch(query: Any) -> tuple[int, bool, int, int | None]:
+            republished, drained, idle_polls = self.republished, False, 0
+            waiting: int = 0
+            reserved: int | None = 0
+            told_reserved = 0.0
+            try:
+                while query.isActive:
+                    try:
+                        if query.awaitTermination(_POLL_SECONDS):
                             break
+                    except Exception:  # the query died: run_through_outages reads its error
+                        break
+                    if on_poll is not None:
+                        on_poll(stats)
+                    if until_drained and _source_idle(query, stats):
+                        waiting, reserved = left()
+                        if waiting == 0 and not reserved:
+                            idle_polls += 1
+                            if idle_polls >= 2:
+                                # a task killed between its commit and its publish and retried by Spark
+                                # left its outbox rows unpublished: publish them (no task runs now)
+                                flushed = _flush_outbox(config)
+                                if flushed:
+                                    republished += flushed
+                                    idle_polls = 0
+                                    continue
+                                drained = True
+                                break
+                        else:
+                            idle_polls = 0
+                            if reserved and not waiting and time.monotonic() - told_reserved > 30:
+                                told_reserved = time.monotonic()
+                                log.warning(
+                                    "%s: %d messages on %s are reserved by another consumer (a killed run?); "
+                                    "waiting for their leases to lapse so they can be handled", config.name,
+                                    reserved, config.queue)
                     else:
                         idle_polls = 0
-                        if reserved and not waiting and time.monotonic() - told_reserved > 30:
-                            told_reserved = time.monotonic()
-                            log.warning(
-                                "%s: %d messages on %s are reserved by another consumer (a killed run?); "
-                                "waiting for their leases to lapse so they can be handled", config.name,
-                                reserved, config.queue)
-                else:
-                    idle_polls = 0
-                if timeout is not None and time.monotonic() - started > timeout:
-                    waiting, reserved = _left(transport, config.queue)
-                    if until_drained:
-                        log.warning("%s: timeout after %.0f s with %d waiting and %s reserved on %s",
-                                    config.name, timeout, waiting, reserved, config.queue)
-                    break
-        except KeyboardInterrupt:
-            if until_drained:
-                raise
-            # a run told to keep consuming ends on Ctrl-C: stop the query, then report what it did
-            waiting, reserved = _left(transport, config.queue)
+                    if timeout is not None and time.monotonic() - started > timeout:
+                        waiting, reserved = left()
+                        if until_drained:
+                            log.warning("%s: timeout after %.0f s with %d waiting and %s reserved on %s",
+                                        config.name, timeout, waiting, reserved, config.queue)
+                        break
+            except KeyboardInterrupt:
+                if until_drained:
+                    raise
+                # a run told to keep consuming ends on Ctrl-C: stop the query, then report what it did
+                waiting, reserved = left()
+            return republished, drained, waiting, reserved
+
+        try:
+            republished, drained, waiting, reserved = run_through_outages(
+                start, watch, what=config.name, url=config.url, queue=config.queue, policy=policy,
+                stats=stats, log=log)
         finally:
             transport.close()
-            if query.isActive:
-                query.stop()
             acks.close()
-        error = query.exception()
-        if error is not None:
-            # the whole text (the CLI shows its root cause on one line); URLs in it redacted
-            raise BabelqError(f"{config.name} query failed: {redact_text(str(error))}") from None
         return ConsumeRun(stats, time.monotonic() - started, drained, 0 if drained else waiting,
                           0 if drained else reserved, republished)
 
@@ -431,6 +443,7 @@ def prepare_consume(
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
     name: str = "consume",
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
 ) -> ConsumeQuery:
     """Everything :func:`consume` does before its query starts (its arguments; ``prefix``, of
     babelq's tables in the sink: None for the pipeline's, else ``babelq_``; ``name``, the run's
@@ -453,7 +466,7 @@ def prepare_consume(
         prefix = sink_prefix(pipeline)
     config = ConsumeConfig(url=url, queue=queue or pipeline.queue, sink=str(sink), pipeline=pipeline,
                            prefix=prefix, max_attempts=pipeline.max_attempts,
-                           retry_delay_ms=pipeline.retry_delay_ms, name=name)
+                           retry_delay_ms=pipeline.retry_delay_ms, name=name, outage_seconds=outage_seconds)
     opened = open_sink(config.sink, prefix=prefix)  # a bad sink fails here, before the query starts
     try:
         opened.run_setup(pipeline.setups)
@@ -491,11 +504,12 @@ def consume(
     visibility_timeout: float = 300.0,
     stats: ConsumeStats | None = None,
     fail_after_batches: int | None = None,
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
 ) -> ConsumeRun:
     """Consume ``queue`` (default: the pipeline's) from broker ``url`` into ``sink`` with ``pipeline``'s
     handlers, exactly once per message; see the module docstring."""
     prepared = prepare_consume(spark, pipeline, url=url, sink=sink, queue=queue,
                                max_messages_per_batch=max_messages_per_batch, num_partitions=num_partitions,
-                               visibility_timeout=visibility_timeout)
+                               visibility_timeout=visibility_timeout, outage_seconds=outage_seconds)
     return prepared.run(checkpoint, until_drained=until_drained, timeout=timeout, trigger_ms=trigger_ms,
                         stats=stats, fail_after_batches=fail_after_batches)

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from babelq.errors import ConfigurationError, UnavailableError
 from babelq.pipelines.ledger import Outbound, is_postgres, ledger_path
-from babelq.runtime.outage import RetryPause
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from babelq.urls import redact, redact_text
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Sink(ABC):
     """One connection to the sink database and babelq's tables in it."""
 
     #: how long :meth:`through_outages` keeps trying before the outage is raised
-    outage_seconds: float = 120.0
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
     #: the driver's parameter placeholder
     mark: str = "?"
     #: the open DB-API connection, None while closed
@@ -176,24 +176,11 @@ class Sink(ABC):
 
     # -- outside a transaction --------------------------------------------------------------
     def through_outages(self, action: Callable[[], T]) -> T:
-        """Run ``action``; on UnavailableError reconnect and run it again after a capped, jittered
-        pause, until :attr:`outage_seconds` have passed (then the error is raised)."""
-        deadline = time.monotonic() + self.outage_seconds
-        pauses = RetryPause(first=0.25, cap=10.0)
-        while True:
-            try:
-                return action()
-            except UnavailableError as exc:
-                delay = pauses.next()
-                if time.monotonic() + delay > deadline:
-                    raise
-                log.warning("sink unavailable (attempt %d, retrying in %.1f s): %s",
-                            pauses.failures, delay, exc)
-                time.sleep(delay)
-                try:
-                    self.connect()
-                except UnavailableError as again:
-                    log.debug("sink reconnect failed: %s", again)
+        """Run ``action`` through outages of the sink, reconnecting between attempts, under the
+        commands' one outage policy bounded by :attr:`outage_seconds`."""
+        return OutagePolicy(self.outage_seconds).wait_out(
+            action, "sink", reconnect=self.connect, log=log,
+            outage=lambda exc: isinstance(exc, UnavailableError))
 
     def processed(self, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are processed (read before the partition's transaction)."""

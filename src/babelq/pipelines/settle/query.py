@@ -39,6 +39,7 @@ from babelq.pipelines.core_banking import SIMULATED_DESCRIPTION, BankChoice, Ban
 from babelq.pipelines.ledger import open_ledger
 from babelq.runtime import rules
 from babelq.runtime.backoff import Backoff
+from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,7 @@ def prepare_settle(
     num_partitions: int | None = None,
     visibility_timeout: float = 300.0,
     bank: str | BankChoice = None,
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS,
 ) -> SettleQuery:
     """Everything :func:`settle` does before its query starts: check the targets, load the bank
     (a bad one fails now) and ship its file to a cluster's executors, open the ledger (a bad
@@ -203,7 +205,7 @@ def prepare_settle(
     prepared = prepare_consume(
         spark, config.pipeline(), url=url, sink=str(ledger), queue=queue, prefix=ledger_prefix,
         max_messages_per_batch=max_messages_per_batch, num_partitions=num_partitions,
-        visibility_timeout=visibility_timeout, name=NAME)
+        visibility_timeout=visibility_timeout, name=NAME, outage_seconds=outage_seconds)
     return SettleQuery(prepared, described)
 
 
@@ -230,6 +232,7 @@ class SettleOptions(TypedDict, total=False):
     num_partitions: int | None
     visibility_timeout: float
     bank: str | BankChoice
+    outage_seconds: float
 
 
 class RunOptions(TypedDict, total=False):

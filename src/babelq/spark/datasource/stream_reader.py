@@ -81,12 +81,14 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from babelq.envelope import now_ms
+from babelq.runtime.outage import is_unavailable
 from babelq.spark.datasource.batch_reader import ReservedPartition, reserve_up_to
 from babelq.spark.datasource.connect import open_reserving
 from babelq.spark.datasource.options import SourceOptions
 from babelq.spark.datasource.rows import deliveries_to_arrow, reader_identity, split, to_arrow, to_rows
 from babelq.spark.datasource.slots import Plan, ReadSlot, new_run, shares
 from babelq.transports import Delivery, Transport
+from babelq.urls import one_line
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +137,12 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         while not self._stopping.wait(max(lease / 6, 0.05)):
             try:
                 self._renew_due(lease)
-            except Exception:  # keep renewing the other batches; a lapse only means redelivery
-                log.exception("babelq stream %s: renewing reservations failed", self.options.queue)
+            except Exception as exc:  # keep renewing the other batches; a lapse only means redelivery
+                if not is_unavailable(exc):
+                    log.exception("babelq stream %s: renewing reservations failed", self.options.queue)
+                else:  # an outage the query waits out: one line, its traceback tells nothing more
+                    log.warning("babelq stream %s: renewing reservations failed: %s", self.options.queue,
+                                one_line(exc, typed=True))
 
     def _renew_due(self, lease: float) -> None:
         raise NotImplementedError
