@@ -657,7 +657,7 @@ def test_error_line_is_capped_after_redacting() -> None:
 
 
 # -- a ledger whose disk fills up while settle runs ---------------------------------------------------
-_OUTAGE_WAIT = re.compile(r"^ledger unavailable \(attempt \d+, retrying in [\d.]+ s\): ")
+_OUTAGE_WAIT = re.compile(r"^(ledger|sink) unavailable \(attempt \d+, retrying in [\d.]+ s\): ")
 
 
 @pytest.fixture

@@ -270,6 +270,7 @@ OPTION_MEANINGS = {
     "--max-messages": "stop after processing",
     "--metrics-port": "serve prometheus metrics on this port",
     "--micro-batch": "max messages per micro-batch",
+    "--outage-timeout": "wait out an unreachable broker, ledger, sink or store",
     "--mode": "backward",
     "--no-mark": "do not mark the messages as replays",
     "--older-than": "age of the oldest published row",

@@ -273,8 +273,10 @@ class SQLiteSink(Sink):
         if isinstance(exc, UnavailableError):
             return True
         text = str(exc)
+        # a full disk is an outage too: space can come back, and the message is not at fault
         return isinstance(exc, sqlite3.OperationalError) and (
-            "locked" in text or "busy" in text or "disk I/O" in text or "unable to open" in text)
+            "locked" in text or "busy" in text or "disk I/O" in text or "unable to open" in text
+            or "disk is full" in text)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
