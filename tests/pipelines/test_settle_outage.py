@@ -116,7 +116,8 @@ def test_settle_waits_out_a_redis_outage_and_stops_in_one_line_past_the_bound(
             sys.executable, "-c", "import sys; from babelq.cli.main import main; sys.exit(main())",
             "settle", "--broker", f"redis://127.0.0.1:{proxy.port}/15", "--queue", unique_queue,
             "--ledger", str(tmp_path / "ledger.db"), "--checkpoint", str(tmp_path / "checkpoint"),
-            "--micro-batch", "100", "--visibility-timeout", "5", "--progress", "none", "--bank", f"{bank}:post",
+            "--micro-batch", "100", "--visibility-timeout", "5", "--progress", "none",
+            "--bank", f"{bank}:post",
         ]
 
         # 1. the broker stays away longer than the bound: one line naming the option, exit 2
