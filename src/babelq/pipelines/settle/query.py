@@ -67,6 +67,8 @@ class SettleConfig:
     #: where payments are posted: None for the simulator, else a ``--bank`` spec, imported by
     #: each Python worker (:func:`~babelq.pipelines.core_banking.bank_post`), or a bank itself
     bank: BankChoice = None
+    #: how long an outage (the ledger, the bank) is waited out before the task fails
+    outage_seconds: float = DEFAULT_OUTAGE_SECONDS
 
     @property
     def dlq(self) -> str:
@@ -88,7 +90,8 @@ class SettleConfig:
         """The engine's configuration of a settle run of ``pipeline``."""
         return ConsumeConfig(url=self.url, queue=self.queue, sink=self.ledger, pipeline=pipeline,
                              prefix=self.ledger_prefix, max_attempts=self.max_attempts,
-                             retry_delay_ms=self.retry_delay_ms, name=NAME)
+                             retry_delay_ms=self.retry_delay_ms, name=NAME,
+                             outage_seconds=self.outage_seconds)
 
 
 def _fold(by_urn: dict[tuple[str, str, str], int]) -> dict[tuple[str, str], int]:
