@@ -188,4 +188,10 @@ def test_ingest_killed_while_publishing_then_run_again_posts_each_payment_once(
         assert ledger.references_posted_more_than_once() == []
     finally:
         ledger.close()
-    assert run.stats.count("duplicate") == published_before
+    # Every copy the killed run had published is dropped as a duplicate, except a copy of a message
+    # that is dead-lettered: stored twice, it is dead-lettered once per stored copy when the copies
+    # meet in different partitions (a message stored again gets its own outcome, as a redrive does;
+    # babelq.pipelines.consume.partition), never posted, and never more than twice.
+    again = run.stats.count("dead_lettered") - expired_or_closed
+    assert 0 <= again <= expired_or_closed
+    assert run.stats.count("duplicate") + again == published_before
