@@ -37,8 +37,6 @@ from babelq.pipelines.consume.query import (
 )
 from babelq.pipelines.core_banking import SIMULATED_DESCRIPTION, BankChoice, BankSpec, describe_bank
 from babelq.pipelines.ledger import open_ledger
-from babelq.runtime import rules
-from babelq.runtime.backoff import Backoff
 from babelq.runtime.outage import DEFAULT_OUTAGE_SECONDS
 
 log = logging.getLogger(__name__)
@@ -73,11 +71,6 @@ class SettleConfig:
     @property
     def dlq(self) -> str:
         return dlq_name(self.queue)
-
-    @property
-    def policy(self) -> rules.RetryPolicy:
-        """The runtime's retry policy with this base delay (full jitter, capped as the runtime's)."""
-        return rules.RetryPolicy(self.max_attempts, Backoff(base_ms=self.retry_delay_ms))
 
     def pipeline(self) -> Pipeline:
         """The payments pipeline these settings describe."""
