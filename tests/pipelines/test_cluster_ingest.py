@@ -36,9 +36,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.cluster, pytest.m
 
 BABELQ = ROOT / ".venv" / "bin" / "babelq"
 REDIS = "redis://127.0.0.1:6379/15"
-#: short jobs on cold JVMs: C2 would spend more CPU compiling Spark than it saves (2 shared cores)
-QUICK_JIT = ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1",
-             "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"]
 ROWS = 600
 _SCRUBBED = ("BABELQ_BROKER", "BABELQ_SPARK_MASTER", "MASTER", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS",
              "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")
@@ -115,7 +112,7 @@ def test_ingest_under_spark_submit_keeps_the_master_spark_was_given(
     done = run(
         [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.master_url,
          "--conf", f"spark.pyspark.python={bare_python}",
-         "--conf", f"spark.pyspark.driver.python={sys.executable}", *QUICK_JIT, *event_log_conf(events),
+         "--conf", f"spark.pyspark.driver.python={sys.executable}", *event_log_conf(events),
          str(Path(cli_main.__file__)), *ingest_args(bulk, queue, tmp_path)],
         tmp_path,
         {"SPARK_HOME": str(spark_home())},
@@ -132,7 +129,7 @@ def test_without_the_shipped_package_the_bare_python_cannot_run_ingest(
     queue, transport = redis_queue
     done = run(
         [str(BABELQ), *ingest_args(bulk, queue, tmp_path), "--master", spark_cluster.master_url,
-         "--conf", "spark.babelq.shipPackage=false", "--conf", "spark.task.maxFailures=1", *QUICK_JIT],
+         "--conf", "spark.babelq.shipPackage=false", "--conf", "spark.task.maxFailures=1"],
         tmp_path,
         {"PYSPARK_PYTHON": str(bare_python)},
     )
